@@ -1,0 +1,254 @@
+"""``metric-gate``: the gate outside Airflow, for local trials, CI jobs and on-call (SPEC section 9).
+
+Exit status: 0 trusted (or not trusted but not enforced); 1 enforced and not trusted; 2 bad input or
+usage, nothing stored; 3 the store is unavailable (retry later).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+from airflow_metric_gate import __version__
+from airflow_metric_gate.declarations import DeclarationError, load_gates_file
+from airflow_metric_gate.evaluation import AGGREGATES, DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
+from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id, run_gate
+from airflow_metric_gate.records import RecordError
+from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
+from airflow_metric_gate.store.base import utc
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, render_table
+
+EXIT_OK = 0
+EXIT_BLOCKED = 1
+EXIT_BAD_INPUT = 2
+EXIT_STORE_UNAVAILABLE = 3
+
+
+class UsageError(Exception):
+    """A command-line argument is invalid."""
+
+
+def _logical_date(text: str | None) -> datetime:
+    if text is None:
+        return datetime.now(timezone.utc)
+    try:
+        return utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except ValueError as exc:
+        raise UsageError(f"--logical-date: not an ISO 8601 date or datetime: {text!r}") from exc
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _store_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--store",
+        metavar="URL",
+        help=f"store URL: sqlite:///PATH or postgresql://USER@HOST:PORT/DB "
+        f"(default: ${STORE_URL_ENV}, else sqlite:///metric_gate.db)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the ``metric-gate`` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="metric-gate",
+        description="Gate nightly training metrics against the history of each coordinate.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="ingest a record, select, store and evaluate it")
+    run.add_argument("record", metavar="RECORD", help="record file or directory (JSON Lines)")
+    run.add_argument("--gates", required=True, metavar="FILE", help="gates file: .yaml/.yml, .json or .py")
+    run.add_argument("--series", default="default", help="training job whose nights are comparable")
+    run.add_argument("--backend", default="cuda", help="hardware backend (default: cuda)")
+    run.add_argument("--suite", default="default", help="schedule or cluster (default: default)")
+    _store_option(run)
+    run.add_argument("--role", choices=("baseline", "shadow"), default="baseline",
+                     help="baseline runs feed future baselines; shadow runs are stored for audit only")
+    run.add_argument("--run-id", help="idempotency key: the same id replaces that run (default: a fresh id)")
+    run.add_argument("--logical-date", help="ISO 8601; orders history (default: now, UTC)")
+    run.add_argument("--history-limit", type=_positive, default=DEFAULT_HISTORY_LIMIT,
+                     help=f"baseline runs to compare with (default: {DEFAULT_HISTORY_LIMIT})")
+    run.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY,
+                     help=f"baseline values needed before a coordinate is judged (default: {DEFAULT_MIN_HISTORY})")
+    run.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference (default: mean)")
+    run.add_argument("--format", choices=("series", "rows"), default="series", help="record format")
+    run.add_argument("--enforce", action="store_true", help="exit 1 when a FAIL or ERROR makes the run untrusted")
+    run.add_argument("--json", action="store_true", help="print only the verdict JSON on stdout")
+    run.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")
+    run.add_argument("--max-results", type=_non_negative, default=DEFAULT_MAX_RESULTS,
+                     help=f"at most this many results in the verdict (default: {DEFAULT_MAX_RESULTS})")
+    run.add_argument("--commit", help="commit sha kept as provenance (mark-untrusted --commit finds it)")
+    run.add_argument("--training-job-id", help="training job id kept as provenance")
+
+    history = sub.add_parser("history", help="show the stored values of a metric")
+    history.add_argument("metric_key", metavar="METRIC_KEY")
+    history.add_argument("--series", required=True)
+    history.add_argument("--backend")
+    history.add_argument("--suite")
+    history.add_argument("--step", type=int, help="stored step (-1 for steps \"last\")")
+    history.add_argument("--limit", type=_positive, default=50, help="at most this many rows (default: 50)")
+    _store_option(history)
+    history.add_argument("--json", action="store_true", help="print rows as JSON")
+
+    for name, status in (("mark-untrusted", "untrusted"), ("mark-trusted", "trusted")):
+        mark = sub.add_parser(name, help=f"mark runs {status} (idempotent; prints how many changed)")
+        which = mark.add_mutually_exclusive_group(required=True)
+        which.add_argument("--run-id", help="store run id")
+        which.add_argument("--airflow-run-id", help="Airflow DAG run id")
+        which.add_argument("--commit", help="commit sha")
+        mark.add_argument("--reason", help="note kept in runs.status_reason")
+        _store_option(mark)
+        mark.set_defaults(status=status)
+
+    rebase = sub.add_parser("rebaseline", help="start a fresh baseline at a run: later runs ignore older history")
+    rebase.add_argument("--run-id", required=True, help="store run id")
+    rebase.add_argument("--undo", action="store_true", help="remove the marker")
+    _store_option(rebase)
+
+    db = sub.add_parser("db", help="store schema")
+    db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
+    upgrade = db_sub.add_parser("upgrade", help="create or upgrade the store schema")
+    _store_option(upgrade)
+
+    demo = sub.add_parser("demo", help="end-to-end demo on the embedded store")
+    demo.add_argument("--workdir", help="where to keep the demo's files (default: a new temporary folder)")
+    demo.add_argument("--nights", type=_positive, default=5, help="clean nights before the regressed one")
+    return parser
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    declarations = load_gates_file(args.gates)
+    logical_date = _logical_date(args.logical_date)
+    provenance = {k: v for k, v in (("commit_sha", args.commit), ("training_job_id", args.training_job_id)) if v}
+    provenance["source"] = "cli"
+    run = RunInfo(run_id=args.run_id or new_run_id(), role=args.role, logical_date=logical_date,
+                  provenance=provenance)
+    identity = SeriesIdentity(args.series, args.backend, args.suite)
+    with open_store(args.store) as store:
+        verdict = run_gate(
+            store, record=args.record, declarations=declarations, identity=identity, run=run,
+            format=args.format, history_limit=args.history_limit, min_history=args.min_history,
+            aggregate=args.aggregate, enforce=args.enforce, all_results=args.all, max_results=args.max_results,
+        )
+    if args.json:
+        print(json.dumps(verdict, indent=2))
+    else:
+        print(render_table(verdict))
+    return EXIT_BLOCKED if verdict["blocking"] else EXIT_OK
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    with open_store(args.store) as store:
+        rows = store.history(args.metric_key, series=args.series, backend=args.backend, suite=args.suite,
+                             step=args.step, limit=args.limit)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    if not rows:
+        print(f"no stored values of {args.metric_key} for series {args.series}")
+        return EXIT_OK
+    header = ("LOGICAL DATE", "RUN", "ROLE", "STATUS", "STEP", "VALUE", "STEPS", "CONSTRAINT")
+    table = [
+        (r["logical_date"], r["run_id"], r["role"], r["status"],
+         f"last@{r['at_step']}" if r["step"] == -1 else str(r["step"]), f"{r['value']:.6g}",
+         r["steps_key"], r["constraint_key"])
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(header)]
+    for row in (header, *table):
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return EXIT_OK
+
+
+def _cmd_mark(args: argparse.Namespace) -> int:
+    if args.run_id:
+        by, key = "run_id", args.run_id
+    elif args.airflow_run_id:
+        by, key = "airflow_run_id", args.airflow_run_id
+    else:
+        by, key = "commit", args.commit
+    with open_store(args.store) as store:
+        changed = store.mark(args.status, by=by, key=key, reason=args.reason)
+        found = len(store.find_runs(by=by, key=key))
+    print(f"marked {changed} run(s) {args.status} ({found} run(s) match {by} {key})")
+    return EXIT_OK
+
+
+def _cmd_rebaseline(args: argparse.Namespace) -> int:
+    with open_store(args.store) as store:
+        if store.get_run(args.run_id) is None:
+            raise StoreInputError(f"the metric store has no run {args.run_id!r}")
+        changed = store.mark_rebaseline(args.run_id, on=not args.undo)
+    state = "removed from" if args.undo else "set on"
+    print(f"rebaseline marker {state} run {args.run_id} ({changed} changed)")
+    return EXIT_OK
+
+
+def _cmd_db(args: argparse.Namespace) -> int:
+    with open_store(args.store) as store:
+        before, after = store.upgrade()
+        where = store.description
+    print(f"metric store {where}: schema version {after}" + (f" (was {before})" if before != after else ""))
+    return EXIT_OK
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from airflow_metric_gate.demo import run_demo
+
+    return run_demo(workdir=args.workdir, nights=args.nights)
+
+
+_COMMANDS = {
+    "run": _cmd_run,
+    "history": _cmd_history,
+    "mark-untrusted": _cmd_mark,
+    "mark-trusted": _cmd_mark,
+    "rebaseline": _cmd_rebaseline,
+    "db": _cmd_db,
+    "demo": _cmd_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``metric-gate`` and return its exit status.
+
+    :param argv: arguments (default: ``sys.argv[1:]``).
+    """
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    try:
+        return _COMMANDS[args.command](args)
+    except (RecordError, DeclarationError, UsageError, StoreInputError, ValueError, OSError) as exc:
+        print(f"metric-gate: error: {exc}", file=sys.stderr)
+        print("metric-gate: nothing was stored", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except StoreUnavailable as exc:
+        print(f"metric-gate: store unavailable (retry later): {exc}", file=sys.stderr)
+        return EXIT_STORE_UNAVAILABLE
+    except StoreError as exc:
+        print(f"metric-gate: store error: {exc}", file=sys.stderr)
+        return EXIT_STORE_UNAVAILABLE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Comparing a value with the history of its coordinate (SPEC section 6).
+
+The band scales from the baseline reference only::
+
+    hi = ref + max(rel_up   * |ref|, abs_floor_up)
+    lo = ref - max(rel_down * |ref|, abs_floor_down)
+
+Both ends are inclusive.  Every FAIL says which side it left and whether the relative term or the
+absolute floor set that side.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+PASS = "PASS"
+FAIL = "FAIL"
+INACTIVE = "INACTIVE"
+ERROR = "ERROR"
+STATUSES = (PASS, FAIL, INACTIVE, ERROR)
+
+AGGREGATES = ("mean", "median")
+DEFAULT_HISTORY_LIMIT = 20
+DEFAULT_MIN_HISTORY = 1
+
+
+@dataclass(frozen=True)
+class Band:
+    """An inclusive band around a reference, with the term that set each side."""
+
+    lo: float
+    hi: float
+    lo_bound: str
+    hi_bound: str
+
+
+@dataclass
+class Result:
+    """The outcome for one coordinate; its fields are the verdict's result fields (SPEC 10)."""
+
+    metric_key: str
+    steps_key: str
+    constraint_key: str
+    step: int | None
+    at_step: int | None
+    status: str
+    current: float | None = None
+    ref: float | None = None
+    n: int = 0
+    lo: float | None = None
+    hi: float | None = None
+    side: str | None = None
+    bound: str | None = None
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        """Return the result as a JSON-safe dict."""
+        return asdict(self)
+
+
+def compute_band(ref: float, constraint: Mapping[str, float]) -> Band:
+    """Return the band around ``ref`` for a constraint (missing keys count as 0.0).
+
+    A side is set by the relative term when it is at least the floor, else by the floor.
+
+    :param ref: the baseline reference.
+    :param constraint: ``rel_up``, ``abs_floor_up``, ``rel_down``, ``abs_floor_down``.
+    """
+    up_rel = constraint.get("rel_up", 0.0) * abs(ref)
+    up_floor = constraint.get("abs_floor_up", 0.0)
+    down_rel = constraint.get("rel_down", 0.0) * abs(ref)
+    down_floor = constraint.get("abs_floor_down", 0.0)
+    return Band(
+        lo=ref - max(down_rel, down_floor),
+        hi=ref + max(up_rel, up_floor),
+        lo_bound="rel" if down_rel >= down_floor else "abs_floor",
+        hi_bound="rel" if up_rel >= up_floor else "abs_floor",
+    )
+
+
+def reference(values: Sequence[float], aggregate: str = "mean") -> float:
+    """Return the baseline reference of some history values.
+
+    The mean uses an exactly rounded sum, so the answer does not depend on the order the store
+    returned the values in.
+
+    :param values: the baseline values (non-empty).
+    :param aggregate: ``"mean"`` (default) or ``"median"``.
+    """
+    if aggregate == "mean":
+        return math.fsum(values) / len(values)
+    if aggregate == "median":
+        return float(statistics.median(values))
+    raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def evaluate_value(
+    *,
+    metric_key: str,
+    steps_key: str,
+    constraint_key: str,
+    step: int,
+    at_step: int | None,
+    current: float,
+    history: Sequence[float],
+    constraint: Mapping[str, float],
+    min_history: int = DEFAULT_MIN_HISTORY,
+    aggregate: str = "mean",
+) -> Result:
+    """Compare one current value with its coordinate's baseline values.
+
+    :param metric_key: the coordinate's metric.
+    :param steps_key: the coordinate's steps key.
+    :param constraint_key: the coordinate's constraint key.
+    :param step: the stored step.
+    :param at_step: the real step, for reporting.
+    :param current: the value of the run being gated.
+    :param history: the baseline values of the same coordinate.
+    :param constraint: the band parameters.
+    :param min_history: fewer baseline values than this makes the result INACTIVE.
+    :param aggregate: ``"mean"`` or ``"median"``.
+    """
+    result = Result(metric_key, steps_key, constraint_key, step, at_step, INACTIVE, current=current)
+    n = len(history)
+    result.n = n
+    if n < min_history:
+        result.reason = f"cold start: {n} baseline value(s), {min_history} needed"
+        return result
+    ref = reference(history, aggregate)
+    band = compute_band(ref, constraint)
+    result.ref, result.lo, result.hi = ref, band.lo, band.hi
+    if band.lo <= current <= band.hi:
+        result.status = PASS
+        result.reason = f"{_fmt(current)} within [{_fmt(band.lo)}, {_fmt(band.hi)}]"
+        return result
+    result.status = FAIL
+    if current > band.hi:
+        result.side, result.bound = "above", band.hi_bound
+        rel, floor, limit, sign = constraint.get("rel_up", 0.0), constraint.get("abs_floor_up", 0.0), band.hi, "+"
+    else:
+        result.side, result.bound = "below", band.lo_bound
+        rel, floor = constraint.get("rel_down", 0.0), constraint.get("abs_floor_down", 0.0)
+        limit, sign = band.lo, "-"
+    term = f"rel {_fmt(rel)} x |ref| = {_fmt(rel * abs(ref))}" if result.bound == "rel" else f"abs_floor {_fmt(floor)}"
+    result.reason = (
+        f"{_fmt(current)} is {result.side} {'hi' if sign == '+' else 'lo'} {_fmt(limit)} "
+        f"(ref {_fmt(ref)} {sign} {term}; {aggregate} of n={n}); "
+        f"off by {_fmt(abs(current - limit))}"
+    )
+    return result
+
+
+def error_result(metric_key: str, steps_key: str, constraint_key: str, message: str) -> Result:
+    """Return the ERROR result of a declaration that selected nothing.
+
+    :param metric_key: the declaration's metric.
+    :param steps_key: the declaration's steps key.
+    :param constraint_key: the declaration's constraint key.
+    :param message: why selection failed.
+    """
+    return Result(metric_key, steps_key, constraint_key, None, None, ERROR, reason=message)
+
+
+def is_trusted(results: Sequence[Result]) -> bool:
+    """Return whether a run is trusted: every result PASS or INACTIVE (no results: trusted)."""
+    return all(r.status in (PASS, INACTIVE) for r in results)

@@ -1,0 +1,313 @@
+"""The gate as four stages: ingest, select, persist, evaluate.
+
+The command line runs them in one process; the Airflow operators run one each and pass compact
+data between them through XCom (:func:`selection_to_payload`).  Nothing here imports Airflow.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.evaluation import (
+    AGGREGATES,
+    DEFAULT_HISTORY_LIMIT,
+    DEFAULT_MIN_HISTORY,
+    ERROR,
+    FAIL,
+    Result,
+    error_result,
+    evaluate_value,
+    is_trusted,
+)
+from airflow_metric_gate.records import Record, read_record
+from airflow_metric_gate.selection import Selection, select_steps
+from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, ValueRow
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict
+
+SELECTION_PAYLOAD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SeriesIdentity:
+    """Which nights are comparable: the training job, its hardware and its schedule (SPEC 4).
+
+    :param series: the training job whose nights are comparable.
+    :param backend: the hardware.
+    :param suite: the schedule or cluster (e.g. ``nightly-8xh100``).
+    """
+
+    series: str
+    backend: str = "cuda"
+    suite: str = "default"
+
+
+@dataclass
+class RunInfo:
+    """The run being gated.
+
+    :param run_id: the store run id (the idempotency key).
+    :param role: ``baseline`` (feeds future baselines) or ``shadow`` (audit only).
+    :param logical_date: orders history; baselines come from earlier logical dates only.
+    :param provenance: ``dag_id``, ``airflow_run_id``, ``try_number``, ``map_index``, ``commit_sha``,
+        ``training_job_id`` and any free-form fields.
+    """
+
+    run_id: str
+    role: str = "baseline"
+    logical_date: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    provenance: dict = field(default_factory=dict)
+
+
+def new_run_id() -> str:
+    """Return a fresh store run id for a run outside Airflow."""
+    return f"cli-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+
+
+def airflow_store_run_id(dag_id: str, run_id: str, map_index: int | None = -1) -> str:
+    """Return the store run id of an Airflow run: the same for every retry or clear of it.
+
+    :param dag_id: the DAG id.
+    :param run_id: the Airflow DAG run id.
+    :param map_index: the task's map index (``-1`` when not mapped).
+    """
+    index = -1 if map_index is None else int(map_index)
+    digest = hashlib.sha256(json.dumps([dag_id, run_id, index]).encode()).hexdigest()[:24]
+    return f"af-{digest}"
+
+
+# -- ingest and select -------------------------------------------------------------------------
+
+
+def ingest(location: Any, *, format: str = "series") -> Record:
+    """Read and validate a record.
+
+    :param location: a file or directory (path or pathlib-like object).
+    :param format: ``series`` or ``rows``.
+    """
+    return read_record(location, format=format)
+
+
+def select(record: Record, declarations: Iterable[GateDeclaration]) -> list[Selection]:
+    """Select the values every declaration asks for (SPEC 5).
+
+    :param record: the ingested record.
+    :param declarations: the resolved declarations.
+    """
+    return select_steps(record, declarations)
+
+
+def selection_to_payload(selections: Sequence[Selection]) -> dict:
+    """Encode selections compactly for XCom: one entry per declaration, values as parallel lists.
+
+    :param selections: from :func:`select`.
+    """
+    gates = []
+    for s in selections:
+        entry: dict[str, Any] = {"declaration": s.declaration.to_dict()}
+        if s.error is not None:
+            entry["error"] = s.error
+        else:
+            entry["steps"] = [p[0] for p in s.points]
+            entry["values"] = [p[1] for p in s.points]
+            if s.declaration.steps == "last":
+                entry["at_step"] = s.points[0][2]
+        gates.append(entry)
+    return {"version": SELECTION_PAYLOAD_VERSION, "gates": gates}
+
+
+def payload_to_selection(payload: Mapping) -> list[Selection]:
+    """Decode :func:`selection_to_payload` output.
+
+    :param payload: the XCom payload.
+    """
+    if not isinstance(payload, Mapping) or payload.get("version") != SELECTION_PAYLOAD_VERSION:
+        raise ValueError("not a metric-gate selection payload (expected the output of SelectStepsOperator)")
+    selections = []
+    for entry in payload["gates"]:
+        declaration = GateDeclaration.from_dict(entry["declaration"])
+        if "error" in entry:
+            selections.append(Selection(declaration, error=entry["error"]))
+            continue
+        at = entry.get("at_step")
+        points = [
+            (step, float(value), at if declaration.steps == "last" else step)
+            for step, value in zip(entry["steps"], entry["values"])
+        ]
+        selections.append(Selection(declaration, points=points))
+    return selections
+
+
+# -- persist -----------------------------------------------------------------------------------
+
+
+def _declaration_summary(d: GateDeclaration) -> dict:
+    return {
+        "metric_key": d.metric_key,
+        "steps_key": d.steps_key,
+        "constraint_key": d.constraint_key,
+        "constraint": dict(d.constraint),
+        "enforce": bool(d.enforce),
+        "allowlist_reason": d.allowlist_reason,
+    }
+
+
+def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selection]) -> dict:
+    """Write a run (status ``pending``) and one row per selected (metric, step), atomically.
+
+    Writing the same ``run.run_id`` again replaces that run's rows.
+
+    :param store: the metric store.
+    :param identity: the series identity.
+    :param run: the run being gated.
+    :param selections: from :func:`select`.
+    :return: ``{"run_id", "rows", "errors", "declarations"}``; with no declarations nothing is
+        stored (a run with no declarations is trusted and stores nothing).
+    """
+    if not selections:
+        return {"run_id": run.run_id, "rows": 0, "errors": 0, "declarations": 0}
+    values: list[ValueRow] = []
+    errors: list[dict] = []
+    ordinal = 0
+    for s in selections:
+        d = s.declaration
+        if s.error is not None:
+            errors.append({"ordinal": ordinal, "metric_key": d.metric_key, "steps_key": d.steps_key,
+                           "constraint_key": d.constraint_key, "message": s.error})
+            ordinal += 1
+            continue
+        for step, value, at_step in s.points:
+            values.append(ValueRow(ordinal, d.metric_key, d.steps_key, d.constraint_key, step, value, at_step))
+            ordinal += 1
+    row = RunRow(
+        run_id=run.run_id, series=identity.series, backend=identity.backend, suite=identity.suite,
+        role=run.role, status="pending", logical_date=run.logical_date, provenance=dict(run.provenance),
+        declarations=[_declaration_summary(s.declaration) for s in selections], selection_errors=errors,
+    )
+    rows = store.write_run(row, values)
+    return {"run_id": run.run_id, "rows": rows, "errors": len(errors), "declarations": len(selections)}
+
+
+# -- evaluate ----------------------------------------------------------------------------------
+
+
+def evaluate(
+    store: MetricStore,
+    run_id: str,
+    *,
+    history_limit: int = DEFAULT_HISTORY_LIMIT,
+    min_history: int = DEFAULT_MIN_HISTORY,
+    aggregate: str = "mean",
+    enforce: bool = False,
+    all_results: bool = False,
+    max_results: int | None = DEFAULT_MAX_RESULTS,
+    max_bytes: int | None = None,
+) -> dict:
+    """Compare a stored run with the history of each of its coordinates and record its trust.
+
+    The run is marked ``trusted`` (every result PASS or INACTIVE) or ``untrusted``.
+
+    :param store: the metric store.
+    :param run_id: the store run id written by :func:`persist`.
+    :param history_limit: how many earlier trusted baseline runs form the baseline.
+    :param min_history: fewer baseline values make a coordinate INACTIVE.
+    :param aggregate: ``mean`` or ``median``.
+    :param enforce: make every FAIL or ERROR block (declarations may also enforce themselves).
+    :param all_results: list every result in the verdict, not only FAIL and ERROR.
+    :param max_results: at most this many results in the verdict.
+    :param max_bytes: keep the verdict's JSON below this size (for XCom).
+    :return: the verdict (SPEC 10).
+    """
+    if aggregate not in AGGREGATES:
+        raise StoreInputError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
+    if history_limit < 1 or min_history < 0:
+        raise StoreInputError("history_limit must be >= 1 and min_history >= 0")
+    run = store.get_run(run_id)
+    if run is None:
+        raise StoreInputError(f"the metric store has no run {run_id!r}; persist it before evaluating")
+    current, history = store.run_values_and_baselines(run_id, history_limit)
+    gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
+
+    ordered: list[tuple[int, Result, dict]] = []
+    for v in current:
+        gate = gates[(v.metric_key, v.steps_key, v.constraint_key)]
+        result = evaluate_value(
+            metric_key=v.metric_key, steps_key=v.steps_key, constraint_key=v.constraint_key, step=v.step,
+            at_step=v.at_step, current=v.value, history=history.get(v.ordinal, ()),
+            constraint=gate["constraint"], min_history=min_history, aggregate=aggregate,
+        )
+        ordered.append((v.ordinal, result, gate))
+    for e in run.selection_errors:
+        gate = gates[(e["metric_key"], e["steps_key"], e["constraint_key"])]
+        result = error_result(e["metric_key"], e["steps_key"], e["constraint_key"], e["message"])
+        ordered.append((e["ordinal"], result, gate))
+    ordered.sort(key=lambda item: item[0])
+    results = [r for _, r, _ in ordered]
+
+    trusted = is_trusted(results)
+    blocking = sum(
+        1
+        for _, r, gate in ordered
+        if r.status in (FAIL, ERROR) and (enforce or gate["enforce"]) and not gate["allowlist_reason"]
+    )
+    extras = [(i, {"allowlist_reason": gate["allowlist_reason"]}) for i, (_, _, gate) in enumerate(ordered)
+              if gate["allowlist_reason"]]
+    verdict = build_verdict(
+        series=run.series, backend=run.backend, suite=run.suite, run_id=run.run_id, role=run.role,
+        logical_date=run.logical_date.isoformat(), results=results, trusted=trusted,
+        enforced=bool(enforce or any(g["enforce"] for g in run.declarations)), blocking=blocking,
+        all_results=all_results, max_results=max_results, max_bytes=max_bytes, extra_fields=extras,
+    )
+    counts = verdict["counts"]
+    reason = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s]) or "no declarations"
+    store.set_status(run_id, "trusted" if trusted else "untrusted", reason)
+    return verdict
+
+
+def empty_verdict(identity: SeriesIdentity, run: RunInfo, *, enforce: bool = False) -> dict:
+    """Return the verdict of a run with no declarations: trusted, nothing stored.
+
+    :param identity: the series identity.
+    :param run: the run.
+    :param enforce: whether enforcement was asked for.
+    """
+    return build_verdict(
+        series=identity.series, backend=identity.backend, suite=identity.suite, run_id=run.run_id,
+        role=run.role, logical_date=run.logical_date.isoformat(), results=[], trusted=True,
+        enforced=enforce, blocking=0,
+    )
+
+
+def run_gate(
+    store: MetricStore,
+    *,
+    record: Any,
+    declarations: Sequence[GateDeclaration],
+    identity: SeriesIdentity,
+    run: RunInfo,
+    format: str = "series",
+    **evaluate_kwargs: Any,
+) -> dict:
+    """Run all four stages in one process (what ``metric-gate run`` does).
+
+    Bad input (record or declarations) raises before anything is written.
+
+    :param store: the metric store.
+    :param record: the record location.
+    :param declarations: the resolved declarations.
+    :param identity: the series identity.
+    :param run: the run being gated.
+    :param format: the record format.
+    :param evaluate_kwargs: passed to :func:`evaluate`.
+    """
+    selections = select(ingest(record, format=format), declarations)
+    if not selections:
+        return empty_verdict(identity, run, enforce=bool(evaluate_kwargs.get("enforce")))
+    persist(store, identity, run, selections)
+    return evaluate(store, run.run_id, **evaluate_kwargs)

@@ -1,0 +1,55 @@
+"""marshmallow schema of the verdict (SPEC section 10), for consumers that read it back from XCom or JSON."""
+
+from __future__ import annotations
+
+from marshmallow import Schema, fields, validate
+
+from airflow_metric_gate.evaluation import STATUSES
+from airflow_metric_gate.verdict import VERDICT_SCHEMA
+
+
+class ResultSchema(Schema):
+    """One coordinate's result."""
+
+    metric_key = fields.String(required=True)
+    steps_key = fields.String(required=True)
+    constraint_key = fields.String(required=True)
+    step = fields.Integer(required=True, allow_none=True)
+    at_step = fields.Integer(required=True, allow_none=True)
+    status = fields.String(required=True, validate=validate.OneOf(STATUSES))
+    current = fields.Float(required=True, allow_none=True)
+    ref = fields.Float(required=True, allow_none=True)
+    n = fields.Integer(required=True, validate=validate.Range(min=0))
+    lo = fields.Float(required=True, allow_none=True)
+    hi = fields.Float(required=True, allow_none=True)
+    side = fields.String(required=True, allow_none=True, validate=validate.OneOf(["above", "below"]))
+    bound = fields.String(required=True, allow_none=True, validate=validate.OneOf(["rel", "abs_floor"]))
+    reason = fields.String(required=True)
+    allowlist_reason = fields.String(allow_none=True)
+
+
+class CountsSchema(Schema):
+    """How many results of each status."""
+
+    PASS = fields.Integer(required=True)
+    FAIL = fields.Integer(required=True)
+    INACTIVE = fields.Integer(required=True)
+    ERROR = fields.Integer(required=True)
+
+
+class VerdictSchema(Schema):
+    """The versioned verdict; v1 only ever gains fields."""
+
+    schema = fields.String(required=True, validate=validate.Equal(VERDICT_SCHEMA))
+    series = fields.String(required=True)
+    backend = fields.String(required=True)
+    suite = fields.String(required=True)
+    run_id = fields.String(required=True)
+    role = fields.String(required=True, validate=validate.OneOf(["baseline", "shadow"]))
+    logical_date = fields.String(required=True)
+    trusted = fields.Boolean(required=True)
+    enforced = fields.Boolean(required=True)
+    blocking = fields.Integer(load_default=0)
+    counts = fields.Nested(CountsSchema, required=True)
+    results = fields.List(fields.Nested(ResultSchema), required=True)
+    truncated = fields.Integer(required=True, validate=validate.Range(min=0))

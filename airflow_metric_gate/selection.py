@@ -1,0 +1,137 @@
+"""Step selection: turn a record and gate declarations into the values to store (SPEC section 5).
+
+A declaration selects either the last numeric point (stored at step ``-1``), every numeric point, or
+an explicit list of steps.  Anything that makes a declaration unusable yields one ERROR selection for
+the whole declaration and no values, so a broken metric is reported instead of silently skipped.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.records import Record
+
+#: The step under which ``steps="last"`` values are stored, whatever their real step was.
+LAST_STEP = -1
+
+
+@dataclass
+class Selection:
+    """The values one declaration selected from a record, or why it could not select any.
+
+    :param declaration: the resolved declaration.
+    :param points: ``(stored_step, value, at_step)`` triples in selection order; ``at_step`` is the
+        point's real step (it differs from ``stored_step`` only under ``"last"``).
+    :param error: why the declaration selected nothing, or ``None``.
+    """
+
+    declaration: GateDeclaration
+    points: list[tuple[int, float, int | None]] = field(default_factory=list)
+    error: str | None = None
+
+
+def is_numeric(value: object) -> bool:
+    """Return whether a record value counts as a number (bools do not)."""
+    return (type(value) is float or type(value) is int) and not isinstance(value, bool)
+
+
+def _numeric_points(points: Iterable[tuple[int | None, object]]) -> list[tuple[int | None, float]]:
+    return [(step, float(value)) for step, value in points if is_numeric(value)]
+
+
+def _fmt_step(step: int | None) -> str:
+    return "null" if step is None else str(step)
+
+
+def _select_last(numeric: list[tuple[int | None, float]]) -> tuple[list, str | None]:
+    step, value = numeric[-1]
+    if not math.isfinite(value):
+        return [], f"last numeric point (step {_fmt_step(step)}) is not finite: {value!r}"
+    return [(LAST_STEP, value, step)], None
+
+
+def _select_all(numeric: list[tuple[int | None, float]]) -> tuple[list, str | None]:
+    seen: set[int] = set()
+    out = []
+    for step, value in numeric:
+        if step is None:
+            return [], 'a numeric point has no step (null) under steps "all"'
+        if step in seen:
+            return [], f'step {step} appears more than once under steps "all"'
+        if not math.isfinite(value):
+            return [], f"step {step} is not finite: {value!r}"
+        seen.add(step)
+        out.append((step, value, step))
+    return out, None
+
+
+def _select_listed(numeric: list[tuple[int | None, float]], wanted: Sequence[int]) -> tuple[list, str | None]:
+    by_step: dict[int, float] = {}
+    for step, value in numeric:
+        if step is None:
+            continue
+        if step in by_step:
+            return [], f"step {step} appears more than once among numeric points"
+        by_step[step] = value
+    missing = [k for k in wanted if k not in by_step]
+    if missing:
+        return [], f"listed step(s) {', '.join(map(str, missing))} missing from the record"
+    out = []
+    for k in wanted:
+        value = by_step[k]
+        if not math.isfinite(value):
+            return [], f"step {k} is not finite: {value!r}"
+        out.append((k, value, k))
+    return out, None
+
+
+def select_declaration(record: Record, declaration: GateDeclaration) -> Selection:
+    """Select the values one declaration asks for.
+
+    :param record: the ingested record.
+    :param declaration: the resolved declaration.
+    :return: a :class:`Selection` holding values, or an error and no values.
+    """
+    metric = declaration.metric_key
+    if metric not in record:
+        return Selection(declaration, error=f"metric {metric!r} is absent from the record")
+    numeric = _numeric_points(record[metric])
+    if not numeric:
+        return Selection(declaration, error=f"metric {metric!r} has no numeric point")
+    steps = declaration.steps
+    if steps == "last":
+        points, error = _select_last(numeric)
+    elif steps == "all":
+        points, error = _select_all(numeric)
+    else:
+        points, error = _select_listed(numeric, steps)
+    if error:
+        return Selection(declaration, error=f"metric {metric!r}: {error}")
+    return Selection(declaration, points=points)
+
+
+def select_steps(record: Record, declarations: Iterable[GateDeclaration]) -> list[Selection]:
+    """Select values for every declaration, in declaration order.
+
+    :param record: the ingested record.
+    :param declarations: resolved declarations; two declarations with the same coordinate key
+        (metric, steps literal and constraint literal) are rejected because they would store the
+        same coordinate twice.
+    :raises ValueError: on a duplicated declaration.
+    """
+    seen: dict[tuple[str, str, str], GateDeclaration] = {}
+    selections = []
+    for declaration in declarations:
+        key = (declaration.metric_key, declaration.steps_key, declaration.constraint_key)
+        if key in seen:
+            raise ValueError(
+                f"gate for {declaration.metric_key!r} with steps {declaration.steps_key} and constraint "
+                f"{declaration.constraint_key} is declared twice"
+                + (f" ({seen[key].source} and {declaration.source})" if declaration.source else "")
+            )
+        seen[key] = declaration
+        selections.append(select_declaration(record, declaration))
+    return selections
