@@ -117,6 +117,21 @@ def build_parser() -> argparse.ArgumentParser:
         _store_option(mark)
         mark.set_defaults(status=status)
 
+    runs = sub.add_parser("runs", help="list stored runs with their role and status, newest first")
+    runs.add_argument("--series", help="only this series")
+    runs.add_argument("--limit", type=_positive, default=20, help="at most this many runs (default: 20)")
+    _store_option(runs)
+    runs.add_argument("--json", action="store_true", help="print runs as JSON")
+
+    show = sub.add_parser("show", help="rebuild a stored run's verdict against the store as it is now")
+    show.add_argument("run_id", metavar="RUN_ID", help="store run id (see metric-gate runs)")
+    show.add_argument("--history-limit", type=_positive, default=DEFAULT_HISTORY_LIMIT)
+    show.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY)
+    show.add_argument("--aggregate", choices=AGGREGATES, default="mean")
+    show.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")
+    show.add_argument("--json", action="store_true", help="print only the verdict JSON on stdout")
+    _store_option(show)
+
     rebase = sub.add_parser("rebaseline", help="start a fresh baseline at a run: later runs ignore older history")
     rebase.add_argument("--run-id", required=True, help="store run id")
     rebase.add_argument("--undo", action="store_true", help="remove the marker")
@@ -191,6 +206,39 @@ def _cmd_mark(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_runs(args: argparse.Namespace) -> int:
+    with open_store(args.store) as store:
+        runs = store.list_runs(series=args.series, limit=args.limit)
+    table = [
+        {"run_id": r.run_id, "series": r.series, "backend": r.backend, "suite": r.suite,
+         "logical_date": r.logical_date.isoformat(), "role": r.role, "status": r.status,
+         "status_reason": r.status_reason, "airflow_run_id": r.provenance.get("airflow_run_id"),
+         "commit_sha": r.provenance.get("commit_sha")}
+        for r in runs
+    ]
+    if args.json:
+        print(json.dumps(table, indent=2))
+        return EXIT_OK
+    if not table:
+        print("no stored runs")
+        return EXIT_OK
+    keys = ("logical_date", "run_id", "series", "role", "status", "status_reason")
+    widths = [max(len(k), *(len(str(row[k] or "")) for row in table)) for k in keys]
+    for row in ({k: k.upper().replace("_", " ") for k in keys}, *table):
+        print("  ".join(str(row[k] or "").ljust(w) for k, w in zip(keys, widths)).rstrip())
+    return EXIT_OK
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from airflow_metric_gate.pipeline import evaluate
+
+    with open_store(args.store) as store:
+        verdict = evaluate(store, args.run_id, history_limit=args.history_limit, min_history=args.min_history,
+                           aggregate=args.aggregate, all_results=args.all, record=False)
+    print(json.dumps(verdict, indent=2) if args.json else render_table(verdict))
+    return EXIT_OK
+
+
 def _cmd_rebaseline(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
         if store.get_run(args.run_id) is None:
@@ -220,6 +268,8 @@ _COMMANDS = {
     "history": _cmd_history,
     "mark-untrusted": _cmd_mark,
     "mark-trusted": _cmd_mark,
+    "runs": _cmd_runs,
+    "show": _cmd_show,
     "rebaseline": _cmd_rebaseline,
     "db": _cmd_db,
     "demo": _cmd_demo,

@@ -208,6 +208,7 @@ def evaluate(
     all_results: bool = False,
     max_results: int | None = DEFAULT_MAX_RESULTS,
     max_bytes: int | None = None,
+    record: bool = True,
 ) -> dict:
     """Compare a stored run with the history of each of its coordinates and record its trust.
 
@@ -222,6 +223,7 @@ def evaluate(
     :param all_results: list every result in the verdict, not only FAIL and ERROR.
     :param max_results: at most this many results in the verdict.
     :param max_bytes: keep the verdict's JSON below this size (for XCom).
+    :param record: mark the run trusted or untrusted; ``False`` only rebuilds the verdict (read-only).
     :return: the verdict (SPEC 10).
     """
     if aggregate not in AGGREGATES:
@@ -266,7 +268,8 @@ def evaluate(
     )
     counts = verdict["counts"]
     reason = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s]) or "no declarations"
-    store.set_status(run_id, "trusted" if trusted else "untrusted", reason)
+    if record:
+        store.set_status(run_id, "trusted" if trusted else "untrusted", reason)
     return verdict
 
 

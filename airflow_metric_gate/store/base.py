@@ -396,6 +396,23 @@ class MetricStore:
             )
             return [self._run_from_row(r) for r in cur.fetchall()]
 
+    def list_runs(self, *, series: str | None = None, limit: int = 50) -> list[RunRow]:
+        """Return runs, newest logical date first.
+
+        :param series: only this series.
+        :param limit: at most this many runs.
+        """
+        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
+        params: list[Any] = []
+        if series is not None:
+            sql += " WHERE series = %s"
+            params.append(series)
+        sql += " ORDER BY logical_date DESC, run_id DESC LIMIT %s"
+        params.append(limit)
+        with self._transaction() as cur:
+            self._execute(cur, sql, params)
+            return [self._run_from_row(r) for r in cur.fetchall()]
+
     def run_values_and_baselines(
         self, run_id: str, history_limit: int
     ) -> tuple[list[ValueRow], dict[int, list[float]]]:

@@ -1,0 +1,166 @@
+"""``metric-gate demo``: the real nightly DAG, run through Airflow on the embedded defaults.
+
+It prepares a temporary Airflow home (SQLite metadata), writes a few synthetic nights of training
+output, runs ``dags/nightly_metric_gate.py`` once per night with ``airflow dags test`` against an
+embedded SQLite metric store, and prints the verdicts an on-call engineer would read.  The last
+night is a regression (reward collapse, gradient-norm spike) and fails the gate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+from airflow_metric_gate.pipeline import evaluate
+from airflow_metric_gate.store.sqlite import SQLiteStore
+from airflow_metric_gate.verdict import render_table
+
+DAG_ID = "nightly_metric_gate"
+SERIES = "demo-rl"
+STEPS = 40
+FIRST_NIGHT = date(2026, 11, 1)
+
+GATES_YAML = """\
+# Demo gates: the first three take steps and band from the built-in defaults table.
+gates:
+  - metric_key: rollout/raw_reward
+  - metric_key: train/grad_norm
+  - metric_key: train/ppo_kl
+  - metric_key: rollout/tito_session_mismatch_rate/v1/assistant_text
+"""
+
+
+def find_dags_folder() -> Path:
+    """Return the project's ``dags/`` folder (beside the package in a source checkout)."""
+    candidate = Path(__file__).resolve().parent.parent / "dags"
+    if (candidate / f"{DAG_ID}.py").exists():
+        return candidate
+    raise FileNotFoundError(
+        f"cannot find dags/{DAG_ID}.py beside the package; run the demo from a source checkout "
+        "(git clone, then ./scripts/demo.sh)"
+    )
+
+
+def write_night(root: Path, night: date, index: int, *, regressed: bool) -> Path:
+    """Write one night's record as two per-process files plus the ``_SUCCESS`` marker.
+
+    :param root: the record root.
+    :param night: the night's date (the folder name).
+    :param index: the night's number, seeds the noise.
+    :param regressed: make the reward collapse and the gradient norm spike.
+    """
+    rng = random.Random(index)
+    folder = root / night.isoformat()
+    folder.mkdir(parents=True, exist_ok=True)
+    reward = [0.2 + 0.015 * s * (1 + rng.uniform(-0.02, 0.02)) for s in range(STEPS)]
+    grad = [1.0 + 0.5 / (1 + s) + rng.uniform(-0.03, 0.03) for s in range(STEPS)]
+    kl = [0.01 + 0.0002 * s + rng.uniform(-0.001, 0.001) for s in range(STEPS)]
+    if regressed:
+        reward = [r * (1.0 if s < 10 else 0.55) for s, r in enumerate(reward)]
+        grad = [g * (1.0 if s < 25 else 3.0) for s, g in enumerate(grad)]
+    half = STEPS // 2
+    for rank, part in enumerate((range(half), range(half, STEPS))):
+        lines = [
+            {"metric": "rollout/raw_reward", "series": [[s, reward[s]] for s in part]},
+            {"metric": "train/grad_norm", "series": [[s, grad[s]] for s in part]},
+            {"metric": "train/ppo_kl", "series": [[s, kl[s]] for s in part]},
+        ]
+        if rank == 1:
+            rate = 0.02 + rng.uniform(0, 0.01)
+            lines.append({"metric": "rollout/tito_session_mismatch_rate/v1/assistant_text",
+                          "series": [[STEPS - 1, rate]]})
+        (folder / f"rank-{rank}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (folder / "_SUCCESS").write_text("")
+    return folder
+
+
+def _say(message: str) -> None:
+    print(f"[demo] {message}", flush=True)
+
+
+def _airflow(args: list[str], env: dict, log: Path) -> int:
+    airflow = shutil.which("airflow", path=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
+    command = [airflow] if airflow else [sys.executable, "-m", "airflow"]
+    with open(log, "w") as out:
+        return subprocess.run(command + args, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+
+
+def _summary_lines(log: Path) -> list[str]:
+    return [line.split("metric-gate: ", 1)[1] for line in log.read_text(errors="replace").splitlines()
+            if "metric-gate: " in line and " run " in line and "TRUSTED" in line]
+
+
+def run_demo(workdir: str | None = None, nights: int = 5) -> int:
+    """Run the demo and return 0 when every clean night passed and the regressed night failed.
+
+    :param workdir: where to keep the demo's files (default: a new temporary folder).
+    :param nights: clean nights before the regressed one.
+    """
+    started = time.monotonic()
+    work = Path(workdir or tempfile.mkdtemp(prefix="metric-gate-demo-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    dags = find_dags_folder()
+    home, records, logs = work / "airflow", work / "records", work / "logs"
+    for folder in (home, records, logs):
+        folder.mkdir(parents=True, exist_ok=True)
+    store_path = work / "metric_gate.db"
+    gates = work / "gates.yaml"
+    gates.write_text(GATES_YAML)
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "AIRFLOW_CONN_METRIC_GATE_DB": json.dumps({"conn_type": "sqlite", "host": str(store_path)}),
+    }
+    _say(f"working folder {work}")
+    _say("preparing a temporary Airflow home with SQLite metadata (airflow db migrate) ...")
+    if _airflow(["db", "migrate"], env, logs / "db-migrate.log") != 0:
+        _say(f"airflow db migrate failed; see {logs / 'db-migrate.log'}")
+        return 1
+
+    outcomes = []
+    total = nights + 1
+    for index in range(total):
+        night = FIRST_NIGHT + timedelta(days=index)
+        regressed = index == total - 1
+        write_night(records, night, index, regressed=regressed)
+        conf = {"record_root": str(records), "gates_file": str(gates), "series": SERIES, "role": "baseline",
+                "night": night.isoformat()}
+        label = "regressed night" if regressed else "clean night"
+        _say(f"night {index + 1}/{total} {night} ({label}): sensor -> ingest -> select -> persist -> evaluate ...")
+        log = logs / f"{night}.log"
+        code = _airflow(["dags", "test", DAG_ID, night.isoformat(), "-c", json.dumps(conf)], env, log)
+        summary = _summary_lines(log)
+        _say(f"    {'DAG run succeeded' if code == 0 else 'DAG run FAILED'}; "
+             f"{summary[-1] if summary else 'no verdict line (see ' + str(log) + ')'}")
+        outcomes.append((night, regressed, code))
+
+    with SQLiteStore(store_path) as store:
+        runs = sorted(store.list_runs(series=SERIES, limit=total), key=lambda r: r.logical_date)
+        shown = [runs[0], runs[-1]] if len(runs) > 1 else runs
+        for run in shown:
+            print()
+            print(render_table(evaluate(store, run.run_id, record=False)))
+        rows = store.count("metric_values")
+    ok = all((code != 0) == regressed for _, regressed, code in outcomes) and len(runs) == total
+    print()
+    _say(f"finished in {time.monotonic() - started:.0f}s: {len(runs)} nights stored, {rows} metric_values rows")
+    _say(f"metric store (SQLite): {store_path}")
+    _say(f"  metric-gate history rollout/raw_reward --series {SERIES} --store sqlite:///{store_path}")
+    _say(f"  metric-gate runs --series {SERIES} --store sqlite:///{store_path}")
+    _say(f"task logs: {home / 'logs'} ; per-night command output: {logs}")
+    if ok:
+        _say("the clean nights passed and the regressed night failed its evaluate_gate task, as expected")
+        return 0
+    _say("unexpected outcome: " + ", ".join(f"{n} exit {c}" for n, _, c in outcomes))
+    return 1

@@ -1,0 +1,365 @@
+"""Benchmarks at scale, measured side by side against the database's own limit.
+
+Every figure is a ratio of two timings taken in the same run on the same data, never an absolute
+target.  The script builds its own data (a fresh Postgres database, dropped afterwards, and temporary
+SQLite files), prints a table and writes the figures as JSON.
+
+    python benchmarks/run.py                 # full scale (100,000 coordinates, 30/60/120 nights)
+    python benchmarks/run.py --scale smoke   # seconds; what CI runs (no targets judged)
+
+Postgres comes from ``--pg-url`` / ``METRIC_GATE_BENCH_PG_URL`` (default: the local server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import io
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+import tracemalloc
+import uuid
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg2
+
+from airflow_metric_gate.declarations import declare
+from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, select
+from airflow_metric_gate.records import read_record
+from airflow_metric_gate.selection import Selection
+from airflow_metric_gate.store import RunRow, ValueRow
+from airflow_metric_gate.store.base import _BASELINE_SQL
+from airflow_metric_gate.store.postgres import PostgresStore, copy_payload
+
+SCALES = {
+    "full": {"points": 100_000, "metrics": 100, "coords": 100_000, "nights": (30, 60, 120), "repeat": 3,
+             "per_coord_sample": None},
+    "smoke": {"points": 2_000, "metrics": 10, "coords": 2_000, "nights": (3, 6, 12), "repeat": 1,
+              "per_coord_sample": None},
+}
+TARGETS = {
+    "ingest_vs_parse": (">=", 0.5),
+    "persist_vs_copy": (">=", 0.5),
+    "persist_vs_insert_rows": (">=", 5.0),
+    "evaluate_vs_limit": ("<=", 2.0),
+    "evaluate_speedup_vs_per_coordinate": (">=", 20.0),
+    "evaluate_growth_120_vs_30": ("<=", 1.3),
+    "ingest_memory_growth_4x_vs_1x": ("<=", 4.0),
+}
+CONSTRAINT = {"rel_up": 0.5, "abs_floor_up": 0.1, "rel_down": 0.8, "abs_floor_down": 0.1}
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def best_of(repeat: int, fn: Callable[[], object]) -> float:
+    """Return the fastest of ``repeat`` timed calls (seconds)."""
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+# -- data ----------------------------------------------------------------------------------------
+
+
+def write_record(path: Path, points: int, metrics: int) -> None:
+    """Write a series-format record of ``points`` points spread over ``metrics`` metrics."""
+    per = points // metrics
+    with open(path, "w") as fh:
+        for m in range(metrics):
+            series = [[s, 1.0 + 0.001 * ((s * 7919 + m) % 1000)] for s in range(per)]
+            fh.write(json.dumps({"metric": f"bench/metric_{m:03d}", "series": series}) + "\n")
+
+
+def coordinates(n: int) -> list[tuple[str, str, str, int]]:
+    """Return ``n`` coordinates as 100 metrics x (n / 100) steps under steps "all"."""
+    metrics = 100 if n >= 100 else 1
+    per = n // metrics
+    ckey = json.dumps(CONSTRAINT, sort_keys=True, separators=(",", ":"))
+    return [(f"bench/metric_{m:03d}", '"all"', ckey, s) for m in range(metrics) for s in range(per)]
+
+
+# -- scenarios -----------------------------------------------------------------------------------
+
+
+def bench_ingest(scale: dict, workdir: Path) -> dict:
+    """Ingest + select a record versus a bare json.loads loop; peak memory at 1x and 4x."""
+    path = workdir / "record.jsonl"
+    write_record(path, scale["points"], scale["metrics"])
+    declarations = [declare(f"bench/metric_{m:03d}", steps="all", constraint=CONSTRAINT)
+                    for m in range(scale["metrics"])]
+
+    def bare() -> None:
+        with open(path, "rb") as fh:
+            for line in fh:
+                json.loads(line)
+
+    def ours() -> None:
+        selections = select(read_record(path), declarations)
+        assert sum(len(s.points) for s in selections) == scale["points"]
+
+    t_bare = best_of(scale["repeat"], bare)
+    t_ours = best_of(scale["repeat"], ours)
+
+    def peak(points: int) -> int:
+        p = workdir / f"record-{points}.jsonl"
+        write_record(p, points, scale["metrics"])
+        decls = declarations
+        gc.collect()
+        tracemalloc.start()
+        select(read_record(p), decls)
+        _, top = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return top
+
+    mem1, mem4 = peak(scale["points"]), peak(4 * scale["points"])
+    return {
+        "ingest_parse_s": t_bare,
+        "ingest_ours_s": t_ours,
+        "ingest_vs_parse": t_bare / t_ours,
+        "ingest_peak_bytes_1x": mem1,
+        "ingest_peak_bytes_4x": mem4,
+        "ingest_memory_growth_4x_vs_1x": mem4 / mem1,
+    }
+
+
+def _selection_for(coords: list[tuple[str, str, str, int]], night: int) -> list[Selection]:
+    by_metric: dict[str, list[tuple[int, float, int]]] = {}
+    for metric, _, _, step in coords:
+        value = 1.0 + 0.001 * ((step * 31 + night) % 50)
+        by_metric.setdefault(metric, []).append((step, value, step))
+    return [Selection(declare(m, steps="all", constraint=CONSTRAINT), points=pts) for m, pts in by_metric.items()]
+
+
+def bench_persist(scale: dict, pg_url: str) -> dict:
+    """Persist one run's rows versus raw COPY (the limit) and PostgresHook.insert_rows."""
+    coords = coordinates(scale["coords"])
+    selections = _selection_for(coords, 0)
+    rows = [("bench-run", *c, 1.0 + 0.001 * (i % 50), c[3], i) for i, c in enumerate(coords)]
+    identity = SeriesIdentity("bench-persist")
+    store = PostgresStore.from_url(pg_url)
+    store.upgrade()
+    conn = psycopg2.connect(pg_url)
+    with conn.cursor() as cur:
+        cur.execute("DROP TABLE IF EXISTS bench_copy")
+        cur.execute("CREATE TABLE bench_copy (LIKE metric_values INCLUDING ALL)")
+        cur.execute("ALTER TABLE bench_copy DROP CONSTRAINT IF EXISTS bench_copy_run_id_fkey")
+    conn.commit()
+
+    def raw_copy() -> None:
+        with conn.cursor() as cur:
+            cur.execute("TRUNCATE bench_copy")
+            cur.copy_expert(
+                "COPY bench_copy (run_id, metric_key, steps_key, constraint_key, step, value, at_step, ordinal) "
+                "FROM STDIN", io.StringIO(copy_payload(rows)))
+        conn.commit()
+
+    def ours() -> None:
+        persist(store, identity, RunInfo("bench-run", logical_date=T0), selections)
+
+    t_copy = best_of(scale["repeat"], raw_copy)
+    t_ours = best_of(scale["repeat"], ours)
+    t_insert = _time_insert_rows(pg_url, rows, scale)
+    store.close()
+    conn.close()
+    return {
+        "persist_rows": len(rows),
+        "persist_copy_s": t_copy,
+        "persist_ours_s": t_ours,
+        "persist_insert_rows_s": t_insert,
+        "persist_vs_copy": t_copy / t_ours,
+        "persist_vs_insert_rows": t_insert / t_ours,
+    }
+
+
+def _time_insert_rows(pg_url: str, rows: list[tuple], scale: dict) -> float:
+    """What a user would write by hand: ``PostgresHook.insert_rows`` into a table of the same schema."""
+    os.environ["AIRFLOW_CONN_METRIC_GATE_BENCH"] = pg_url
+    from airflow.providers.postgres.hooks.postgres import PostgresHook
+
+    hook = PostgresHook(postgres_conn_id="metric_gate_bench")
+    columns = ["run_id", "metric_key", "steps_key", "constraint_key", "step", "value", "at_step", "ordinal"]
+
+    def insert() -> None:
+        hook.run("TRUNCATE bench_copy")
+        hook.insert_rows("bench_copy", rows, target_fields=columns, commit_every=1000)
+
+    return best_of(1, insert)
+
+
+def _build_history(pg_url: str, coords: list, nights: int, series: str) -> str:
+    """Write ``nights`` trusted baseline nights plus one pending run; return the pending run id."""
+    store = PostgresStore.from_url(pg_url)
+    for night in range(nights):
+        values = [ValueRow(i, *c, 1.0 + 0.001 * ((c[3] * 31 + night) % 50), c[3]) for i, c in enumerate(coords)]
+        run = RunRow(run_id=f"{series}-n{night:04d}", series=series, backend="cuda", suite="bench",
+                     role="baseline", status="trusted", logical_date=T0 + timedelta(days=night),
+                     declarations=[])
+        store.write_run(run, values)
+    current = f"{series}-current"
+    persist(store, SeriesIdentity(series, "cuda", "bench"),
+            RunInfo(current, logical_date=T0 + timedelta(days=nights)), _selection_for(coords, nights))
+    conn = psycopg2.connect(pg_url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("ANALYZE runs")
+        cur.execute("ANALYZE metric_values")
+    conn.close()
+    store.close()
+    return current
+
+
+_PER_COORDINATE_SQL = """
+SELECT h.value FROM metric_values h JOIN runs r ON r.run_id = h.run_id
+WHERE h.metric_key = %s AND h.steps_key = %s AND h.constraint_key = %s AND h.step = %s
+  AND r.series = %s AND r.backend = 'cuda' AND r.suite = 'bench'
+  AND r.role = 'baseline' AND r.status = 'trusted' AND r.logical_date < %s
+ORDER BY r.logical_date DESC, r.run_id DESC LIMIT 20
+"""
+
+
+def bench_evaluate(scale: dict, pg_url: str) -> dict:
+    """Evaluate a run against 30/60/120 nights: versus the limit statement and per-coordinate queries."""
+    coords = coordinates(scale["coords"])
+    out: dict = {}
+    for nights in scale["nights"]:
+        series = f"bench-eval-{nights}"
+        current = _build_history(pg_url, coords, nights, series)
+        store = PostgresStore.from_url(pg_url)
+        conn = psycopg2.connect(pg_url)
+
+        def limit() -> None:
+            with conn.cursor() as cur:
+                cur.execute(_BASELINE_SQL, (current, current, 20, current))
+                rows = cur.fetchall()
+            assert len(rows) == len(coords) * min(20, nights)
+            conn.rollback()
+
+        def ours() -> None:
+            verdict = evaluate(store, current)
+            assert verdict["counts"]["PASS"] + verdict["counts"]["FAIL"] == len(coords)
+            # evaluation marks the run; put it back so every repetition does the same work
+            store.set_status(current, "pending")
+
+        out[f"evaluate_limit_s_{nights}"] = best_of(scale["repeat"], limit)
+        out[f"evaluate_ours_s_{nights}"] = best_of(scale["repeat"], ours)
+        if nights == scale["nights"][0]:
+            cutoff = T0 + timedelta(days=nights)
+
+            def per_coordinate() -> None:
+                with conn.cursor() as cur:
+                    for c in coords:
+                        cur.execute(_PER_COORDINATE_SQL, (*c, series, cutoff))
+                        cur.fetchall()
+                conn.rollback()
+
+            out["evaluate_per_coordinate_s"] = best_of(1, per_coordinate)
+        conn.close()
+        store.close()
+    first, last = scale["nights"][0], scale["nights"][-1]
+    out["evaluate_vs_limit"] = out[f"evaluate_ours_s_{last}"] / out[f"evaluate_limit_s_{last}"]
+    out["evaluate_speedup_vs_per_coordinate"] = out["evaluate_per_coordinate_s"] / out[f"evaluate_ours_s_{first}"]
+    out["evaluate_growth_120_vs_30"] = out[f"evaluate_ours_s_{last}"] / out[f"evaluate_ours_s_{first}"]
+    return out
+
+
+# -- driver --------------------------------------------------------------------------------------
+
+
+def _fresh_database(admin_url: str) -> tuple[str, Callable[[], None]]:
+    name = f"metric_gate_bench_{uuid.uuid4().hex[:10]}"
+    admin = psycopg2.connect(admin_url)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f'CREATE DATABASE "{name}"')
+    parts = urlsplit(admin_url)
+    url = urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+    def drop() -> None:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+    return url, drop
+
+
+def judge(figures: dict) -> list[tuple[str, float, str, str]]:
+    """Return (figure, value, target, met) rows for every target that was measured."""
+    rows = []
+    for key, (op, bound) in TARGETS.items():
+        if key not in figures:
+            continue
+        value = figures[key]
+        met = value >= bound if op == ">=" else value <= bound
+        rows.append((key, value, f"{op} {bound:g}", "met" if met else "MISSED"))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scale", choices=sorted(SCALES), default="full")
+    parser.add_argument("--pg-url", default=os.environ.get("METRIC_GATE_BENCH_PG_URL",
+                                                           "postgresql://postgres@127.0.0.1:5432/postgres"))
+    parser.add_argument("--only", choices=("ingest", "persist", "evaluate", "dag"), action="append")
+    parser.add_argument("--output", default="benchmarks/results/latest.json")
+    args = parser.parse_args(argv)
+    scale = SCALES[args.scale]
+    only = set(args.only or ("ingest", "persist", "evaluate", "dag"))
+    figures: dict = {"scale": args.scale, "machine": {
+        "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}}
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        if "ingest" in only:
+            print("benchmark: ingest + select ...", flush=True)
+            figures.update(bench_ingest(scale, workdir))
+        if only & {"persist", "evaluate"}:
+            url, drop = _fresh_database(args.pg_url)
+            try:
+                conn = psycopg2.connect(url)
+                with conn.cursor() as cur:
+                    cur.execute("SHOW server_version")
+                    figures["machine"]["postgres"] = cur.fetchone()[0]
+                conn.close()
+                if "persist" in only:
+                    print("benchmark: persist ...", flush=True)
+                    figures.update(bench_persist(scale, url))
+                if "evaluate" in only:
+                    print("benchmark: evaluate (builds history) ...", flush=True)
+                    figures.update(bench_evaluate(scale, url))
+            finally:
+                drop()
+        if "dag" in only:
+            from benchmarks.dag_bench import bench_dag
+
+            print("benchmark: whole nightly DAG on the embedded default ...", flush=True)
+            figures.update(bench_dag(scale, workdir))
+    figures["targets"] = [dict(zip(("figure", "value", "target", "status"), row)) for row in judge(figures)]
+    print()
+    print(f"{'figure':<40} {'value':>12}  target")
+    for key, value in figures.items():
+        if isinstance(value, float):
+            target = next((f"{t['target']} {t['status']}" for t in figures["targets"] if t["figure"] == key), "")
+            print(f"{key:<40} {value:>12.4g}  {target}")
+        elif isinstance(value, int) and key != "scale":
+            print(f"{key:<40} {value:>12d}")
+    out = Path(args.output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(figures, indent=2, default=str))
+    print(f"\nfigures written to {out}")
+    if args.scale != "smoke":
+        missed = [t for t in figures["targets"] if t["status"] != "met"]
+        print(f"{len(figures['targets']) - len(missed)} of {len(figures['targets'])} targets met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""``metric-gate`` end to end on both stores (SPEC 9, 10)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from airflow_metric_gate.cli import main
+from airflow_metric_gate.schemas.verdict import VerdictSchema
+from airflow_metric_gate.store import open_store
+
+GATES_PY = 'register_ci_gate(metric_key="rollout/raw_reward")\n'
+GATES_YAML = """\
+gates:
+  - metric_key: rollout/raw_reward
+    steps: all
+    constraint: {rel_up: 0.2, rel_down: 0.2}
+  - metric_key: train/grad_norm
+"""
+
+
+def _write_record(path, reward, grad=1.0):
+    lines = [
+        {"metric": "rollout/raw_reward", "series": [[s, reward + 0.01 * s] for s in range(4)]},
+        {"metric": "train/grad_norm", "series": [[s, grad] for s in range(4)]},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return str(path)
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _night(capsys, tmp_path, store_url, day, reward, *extra, gates=None):
+    record = _write_record(tmp_path / f"night{day}.jsonl", reward)
+    if gates is None:
+        gates = tmp_path / "gates.yaml"
+        gates.write_text(GATES_YAML)
+    return _run(capsys, "run", record, "--gates", gates, "--series", "rl", "--store", store_url,
+                "--run-id", f"night-{day}", "--logical-date", f"2026-11-{day:02d}T00:00:00Z", *extra)
+
+
+def test_one_line_python_gates_file_stores_four_rows(capsys, tmp_path, store_url):
+    gates = tmp_path / "ci_gates.py"
+    gates.write_text(GATES_PY)
+    record = _write_record(tmp_path / "record.jsonl", 0.5)
+    argv = ["run", record, "--gates", gates, "--role", "baseline", "--store", store_url, "--run-id", "r1"]
+    code, out, err = _run(capsys, *argv)
+    assert code == 0, err
+    with open_store(store_url) as store:
+        rows = store.history("rollout/raw_reward", series="default")
+        assert store.count("metric_values") == 4
+        assert store.count("runs") == 1
+    assert sorted(r["step"] for r in rows) == [0, 1, 2, 3]
+    assert {r["steps_key"] for r in rows} == {'"all"'}
+    # Same --run-id again: every row count unchanged.
+    code, _, err = _run(capsys, *argv)
+    assert code == 0, err
+    with open_store(store_url) as store:
+        assert store.count("metric_values") == 4
+        assert store.count("runs") == 1
+
+
+def test_clean_nights_pass_and_a_regression_fails_when_enforced(capsys, tmp_path, store_url):
+    for day in range(1, 5):
+        code, out, err = _night(capsys, tmp_path, store_url, day, 0.8 + 0.01 * day, "--enforce")
+        assert code == 0, out + err
+    code, out, err = _night(capsys, tmp_path, store_url, 5, 0.4, "--enforce", "--json")
+    assert code == 1
+    verdict = json.loads(out)  # stdout holds only the verdict
+    VerdictSchema().load(verdict)
+    assert verdict["trusted"] is False and verdict["enforced"] is True
+    assert verdict["counts"]["FAIL"] == 4
+    fail = verdict["results"][0]
+    assert fail["metric_key"] == "rollout/raw_reward" and fail["status"] == "FAIL"
+    assert fail["side"] == "below" and fail["bound"] == "rel" and fail["n"] == 4
+    with open_store(store_url) as store:
+        assert store.get_run("night-5").status == "untrusted"
+        assert store.get_run("night-4").status == "trusted"
+
+
+def test_not_enforced_regression_exits_zero_and_is_untrusted(capsys, tmp_path, store_url):
+    _night(capsys, tmp_path, store_url, 1, 0.8)
+    code, out, _ = _night(capsys, tmp_path, store_url, 2, 0.1)
+    assert code == 0
+    assert "FAIL" in out and "NOT-TRUSTED" in out
+    assert "metric-gate: rl run night-2: NOT-TRUSTED (8 results, 4 fail, 0 error)" in out
+
+
+def test_untrusted_and_shadow_runs_never_feed_baselines(capsys, tmp_path, store_url):
+    _night(capsys, tmp_path, store_url, 1, 0.8)
+    _night(capsys, tmp_path, store_url, 2, 5.0)  # regressed: stored untrusted
+    _night(capsys, tmp_path, store_url, 3, 9.0, "--role", "shadow")
+    code, out, _ = _night(capsys, tmp_path, store_url, 4, 0.8, "--json", "--all")
+    verdict = json.loads(out)
+    rewards = [r for r in verdict["results"] if r["metric_key"] == "rollout/raw_reward"]
+    assert [r["n"] for r in rewards] == [1, 1, 1, 1]
+    assert rewards[0]["ref"] == pytest.approx(0.8)
+    assert verdict["trusted"] is True
+
+
+def test_backfill_compares_only_with_earlier_nights(capsys, tmp_path, store_url):
+    _night(capsys, tmp_path, store_url, 10, 0.8)
+    _night(capsys, tmp_path, store_url, 20, 0.8)
+    code, out, _ = _night(capsys, tmp_path, store_url, 15, 0.8, "--json", "--all")
+    verdict = json.loads(out)
+    assert {r["n"] for r in verdict["results"]} == {1}  # only night 10, not night 20
+    code, out, _ = _night(capsys, tmp_path, store_url, 5, 0.8, "--json", "--all")
+    assert {r["status"] for r in json.loads(out)["results"]} == {"INACTIVE"}
+
+
+def test_all_lists_every_result_in_declaration_then_step_order(capsys, tmp_path, store_url):
+    _night(capsys, tmp_path, store_url, 1, 0.8)
+    _, out, _ = _night(capsys, tmp_path, store_url, 2, 0.8, "--json", "--all")
+    verdict = json.loads(out)
+    assert [(r["metric_key"], r["step"]) for r in verdict["results"]] == [
+        ("rollout/raw_reward", s) for s in range(4)
+    ] + [("train/grad_norm", s) for s in range(4)]
+    assert verdict["counts"] == {"PASS": 8, "FAIL": 0, "INACTIVE": 0, "ERROR": 0}
+    _, out, _ = _night(capsys, tmp_path, store_url, 3, 0.8, "--json")
+    assert json.loads(out)["results"] == []
+
+
+def test_missing_metric_is_an_error_result(capsys, tmp_path, store_url):
+    gates = tmp_path / "gates.json"
+    gates.write_text(json.dumps([{"metric_key": "train/ppo_kl"}]))
+    code, out, _ = _night(capsys, tmp_path, store_url, 1, 0.8, "--json", "--enforce", gates=gates)
+    verdict = json.loads(out)
+    assert code == 1
+    (error,) = verdict["results"]
+    assert error["status"] == "ERROR" and "absent" in error["reason"]
+    assert error["step"] is None and error["n"] == 0 and error["current"] is None
+
+
+def test_max_results_truncates_with_a_count(capsys, tmp_path, store_url):
+    _night(capsys, tmp_path, store_url, 1, 0.8)
+    _, out, _ = _night(capsys, tmp_path, store_url, 2, 9.0, "--json", "--max-results", "1")
+    verdict = json.loads(out)
+    assert len(verdict["results"]) == 1 and verdict["truncated"] == 3
+
+
+@pytest.mark.parametrize(
+    ("record_text", "gates_text", "gates_name", "expected"),
+    [
+        ('{"metric": "m", "series": [[0, 1.0]]}\nnot json\n', GATES_YAML, "gates.yaml", "record.jsonl:2"),
+        ('{"metric": "m", "series": [[0]]}\n', GATES_YAML, "gates.yaml", "record.jsonl:1"),
+        ('{"metric": "m", "series": [[0, 1.0]]}\n', "gates:\n  - metric_key: nope/unknown\n", "gates.yaml",
+         "no defaults entry"),
+        ('{"metric": "m", "series": [[0, 1.0]]}\n', 'register_ci_gate(metric_key="m", steps=STEPS)\n', "g.py",
+         "steps"),
+    ],
+)
+def test_bad_input_exits_2_names_the_place_and_stores_nothing(
+    capsys, tmp_path, store_url, record_text, gates_text, gates_name, expected
+):
+    record = tmp_path / "record.jsonl"
+    record.write_text(record_text)
+    gates = tmp_path / gates_name
+    gates.write_text(gates_text)
+    code, out, err = _run(capsys, "run", record, "--gates", gates, "--store", store_url)
+    assert code == 2
+    assert expected in err
+    assert out == ""
+    with open_store(store_url) as store:
+        assert store.count("runs") == 0
+
+
+def test_mark_untrusted_removes_a_night_from_baselines(capsys, tmp_path, store_url):
+    _night(capsys, tmp_path, store_url, 1, 0.8)
+    _night(capsys, tmp_path, store_url, 2, 0.9)
+    code, out, _ = _run(capsys, "mark-untrusted", "--run-id", "night-2", "--store", store_url)
+    assert code == 0 and "marked 1 run(s) untrusted" in out
+    code, out, _ = _run(capsys, "mark-untrusted", "--run-id", "night-2", "--store", store_url)
+    assert "marked 0 run(s) untrusted" in out
+    _, out, _ = _night(capsys, tmp_path, store_url, 3, 0.8, "--json", "--all")
+    assert json.loads(out)["results"][0]["ref"] == pytest.approx(0.8)
+    code, out, _ = _run(capsys, "mark-trusted", "--run-id", "night-2", "--store", store_url)
+    assert "marked 1 run(s) trusted" in out
+
+
+def test_history_and_db_upgrade(capsys, tmp_path, store_url):
+    code, out, _ = _run(capsys, "db", "upgrade", "--store", store_url)
+    assert code == 0 and "schema version 1 (was 0)" in out
+    _night(capsys, tmp_path, store_url, 1, 0.8)
+    code, out, _ = _run(capsys, "history", "rollout/raw_reward", "--series", "rl", "--step", "2",
+                        "--store", store_url, "--json")
+    rows = json.loads(out)
+    assert code == 0 and len(rows) == 1
+    assert rows[0]["value"] == pytest.approx(0.82) and rows[0]["run_id"] == "night-1"
+    code, out, _ = _run(capsys, "history", "rollout/raw_reward", "--series", "rl", "--store", store_url)
+    assert "night-1" in out and "LOGICAL DATE" in out
+
+
+def test_store_url_from_environment(capsys, tmp_path, monkeypatch):
+    url = f"sqlite:///{tmp_path / 'env.db'}"
+    monkeypatch.setenv("METRIC_GATE_STORE", url)
+    gates = tmp_path / "ci_gates.py"
+    gates.write_text(GATES_PY)
+    code, _, err = _run(capsys, "run", _write_record(tmp_path / "r.jsonl", 0.5), "--gates", gates)
+    assert code == 0, err
+    assert (tmp_path / "env.db").exists()
+
+
+def test_console_script_runs(tmp_path):
+    gates = tmp_path / "ci_gates.py"
+    gates.write_text(GATES_PY)
+    record = _write_record(tmp_path / "r.jsonl", 0.5)
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow_metric_gate.cli", "run", record, "--gates", str(gates),
+         "--store", f"sqlite:///{tmp_path / 's.db'}", "--json"],
+        capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["counts"]["INACTIVE"] == 4
+
+
+def test_runs_and_show_rebuild_a_stored_verdict(capsys, tmp_path, store_url):
+    _night(capsys, tmp_path, store_url, 1, 0.8)
+    _night(capsys, tmp_path, store_url, 2, 0.2)
+    code, out, _ = _run(capsys, "runs", "--series", "rl", "--store", store_url, "--json")
+    runs = json.loads(out)
+    assert code == 0
+    assert [(r["run_id"], r["status"]) for r in runs] == [("night-2", "untrusted"), ("night-1", "trusted")]
+    code, out, _ = _run(capsys, "show", "night-2", "--store", store_url, "--json")
+    verdict = json.loads(out)
+    assert code == 0 and verdict["counts"]["FAIL"] == 4 and verdict["run_id"] == "night-2"
+    with open_store(store_url) as store:
+        assert store.get_run("night-2").status == "untrusted"  # show is read-only
+    code, _, err = _run(capsys, "show", "nope", "--store", store_url)
+    assert code == 2 and "no run 'nope'" in err
