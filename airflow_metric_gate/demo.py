@@ -82,11 +82,45 @@ def write_night(root: Path, night: date, index: int, *, regressed: bool) -> Path
     return folder
 
 
+def night_conf(records: Path, gates: Path, night: date) -> dict:
+    """Return the nightly DAG's run conf for one demo night (a baseline run of the demo series).
+
+    :param records: the record root.
+    :param gates: the gates file.
+    :param night: the night.
+    """
+    return {"record_root": str(records), "gates_file": str(gates), "series": SERIES, "role": "baseline",
+            "night": night.isoformat()}
+
+
 def _say(message: str) -> None:
     print(f"[demo] {message}", flush=True)
 
 
-def _airflow(args: list[str], env: dict, log: Path) -> int:
+def airflow_env(home: Path, dags: Path, store_path: Path) -> dict:
+    """Return the environment of an Airflow home on SQLite whose metric store is an embedded SQLite file.
+
+    :param home: the ``AIRFLOW_HOME``.
+    :param dags: the DAGs folder.
+    :param store_path: the metric store's SQLite file (connection ``metric_gate_db``).
+    """
+    return {
+        **os.environ,
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "AIRFLOW_CONN_METRIC_GATE_DB": json.dumps({"conn_type": "sqlite", "host": str(store_path)}),
+    }
+
+
+def airflow(args: list[str], env: dict, log: Path) -> int:
+    """Run an ``airflow`` command with its output in ``log``; return its exit status.
+
+    :param args: the command's arguments.
+    :param env: its environment.
+    :param log: where its output goes.
+    """
     airflow = shutil.which("airflow", path=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
     command = [airflow] if airflow else [sys.executable, "-m", "airflow"]
     with open(log, "w") as out:
@@ -114,17 +148,10 @@ def run_demo(workdir: str | None = None, nights: int = 5) -> int:
     store_path = work / "metric_gate.db"
     gates = work / "gates.yaml"
     gates.write_text(GATES_YAML)
-    env = {
-        **os.environ,
-        "AIRFLOW_HOME": str(home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
-        "AIRFLOW_CONN_METRIC_GATE_DB": json.dumps({"conn_type": "sqlite", "host": str(store_path)}),
-    }
+    env = airflow_env(home, dags, store_path)
     _say(f"working folder {work}")
     _say("preparing a temporary Airflow home with SQLite metadata (airflow db migrate) ...")
-    if _airflow(["db", "migrate"], env, logs / "db-migrate.log") != 0:
+    if airflow(["db", "migrate"], env, logs / "db-migrate.log") != 0:
         _say(f"airflow db migrate failed; see {logs / 'db-migrate.log'}")
         return 1
 
@@ -134,12 +161,11 @@ def run_demo(workdir: str | None = None, nights: int = 5) -> int:
         night = FIRST_NIGHT + timedelta(days=index)
         regressed = index == total - 1
         write_night(records, night, index, regressed=regressed)
-        conf = {"record_root": str(records), "gates_file": str(gates), "series": SERIES, "role": "baseline",
-                "night": night.isoformat()}
+        conf = night_conf(records, gates, night)
         label = "regressed night" if regressed else "clean night"
         _say(f"night {index + 1}/{total} {night} ({label}): sensor -> ingest -> select -> persist -> evaluate ...")
         log = logs / f"{night}.log"
-        code = _airflow(["dags", "test", DAG_ID, night.isoformat(), "-c", json.dumps(conf)], env, log)
+        code = airflow(["dags", "test", DAG_ID, night.isoformat(), "-c", json.dumps(conf)], env, log)
         summary = _summary_lines(log)
         _say(f"    {'DAG run succeeded' if code == 0 else 'DAG run FAILED'}; "
              f"{summary[-1] if summary else 'no verdict line (see ' + str(log) + ')'}")

@@ -10,9 +10,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from airflow_metric_gate.declarations import GateDeclaration
-from airflow_metric_gate.records import Record
+from airflow_metric_gate.records import Record, gc_paused
 
 #: The step under which ``steps="last"`` values are stored, whatever their real step was.
 LAST_STEP = -1
@@ -38,7 +39,17 @@ def is_numeric(value: object) -> bool:
     return (type(value) is float or type(value) is int) and not isinstance(value, bool)
 
 
-def _numeric_points(points: Iterable[tuple[int | None, object]]) -> list[tuple[int | None, float]]:
+_NUMBER_TYPES = {float, int}
+_step = itemgetter(0)
+_value = itemgetter(1)
+
+
+def _numeric_points(points: list[tuple[int | None, object]]) -> list[tuple[int | None, float]]:
+    kinds = set(map(type, map(_value, points)))
+    if kinds == {float}:  # the common case: nothing to drop, nothing to convert
+        return points  # type: ignore[return-value]
+    if kinds <= _NUMBER_TYPES:
+        return [(step, float(value)) for step, value in points]
     return [(step, float(value)) for step, value in points if is_numeric(value)]
 
 
@@ -54,18 +65,18 @@ def _select_last(numeric: list[tuple[int | None, float]]) -> tuple[list, str | N
 
 
 def _select_all(numeric: list[tuple[int | None, float]]) -> tuple[list, str | None]:
-    seen: set[int] = set()
-    out = []
-    for step, value in numeric:
-        if step is None:
-            return [], 'a numeric point has no step (null) under steps "all"'
-        if step in seen:
-            return [], f'step {step} appears more than once under steps "all"'
-        if not math.isfinite(value):
-            return [], f"step {step} is not finite: {value!r}"
-        seen.add(step)
-        out.append((step, value, step))
-    return out, None
+    steps = list(map(_step, numeric))
+    values = list(map(_value, numeric))
+    if None in steps:
+        return [], 'a numeric point has no step (null) under steps "all"'
+    if len(set(steps)) != len(steps):
+        seen: set[int] = set()
+        duplicate = next(s for s in steps if s in seen or seen.add(s))  # type: ignore[func-returns-value]
+        return [], f'step {duplicate} appears more than once under steps "all"'
+    if not all(map(math.isfinite, values)):
+        step, value = next((s, v) for s, v in numeric if not math.isfinite(v))
+        return [], f"step {step} is not finite: {value!r}"
+    return list(zip(steps, values, steps)), None
 
 
 def _select_listed(numeric: list[tuple[int | None, float]], wanted: Sequence[int]) -> tuple[list, str | None]:
@@ -124,14 +135,15 @@ def select_steps(record: Record, declarations: Iterable[GateDeclaration]) -> lis
     """
     seen: dict[tuple[str, str, str], GateDeclaration] = {}
     selections = []
-    for declaration in declarations:
-        key = (declaration.metric_key, declaration.steps_key, declaration.constraint_key)
-        if key in seen:
-            raise ValueError(
-                f"gate for {declaration.metric_key!r} with steps {declaration.steps_key} and constraint "
-                f"{declaration.constraint_key} is declared twice"
-                + (f" ({seen[key].source} and {declaration.source})" if declaration.source else "")
-            )
-        seen[key] = declaration
-        selections.append(select_declaration(record, declaration))
+    with gc_paused():  # selection builds one small tuple per value, none of them cyclic
+        for declaration in declarations:
+            key = (declaration.metric_key, declaration.steps_key, declaration.constraint_key)
+            if key in seen:
+                raise ValueError(
+                    f"gate for {declaration.metric_key!r} with steps {declaration.steps_key} and constraint "
+                    f"{declaration.constraint_key} is declared twice"
+                    + (f" ({seen[key].source} and {declaration.source})" if declaration.source else "")
+                )
+            seen[key] = declaration
+            selections.append(select_declaration(record, declaration))
     return selections

@@ -270,7 +270,8 @@ class MetricStore:
             value = float(v.value)
             if not math.isfinite(value):
                 raise StoreInputError(
-                    f"refusing to store non-finite value {value!r} for {v.metric_key} step {v.step}; nothing was written"
+                    f"refusing to store non-finite value {value!r} for {v.metric_key} step {v.step}; "
+                    "nothing was written"
                 )
             rows.append((run.run_id, v.metric_key, v.steps_key, v.constraint_key, v.step, value, v.at_step, v.ordinal))
         prov = dict(run.provenance)

@@ -1,0 +1,1 @@
+"""The gate as four Airflow operators: ingest, select, persist, evaluate."""

@@ -1,0 +1,155 @@
+"""What the four operators share: upstream input, the store connection, the run's role and identity."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook, conf
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_metric_gate.store import MetricStore, StoreError, StoreInputError, StoreUnavailable, open_store
+
+if TYPE_CHECKING:
+    from airflow.sdk import BaseOperator, Context
+
+DEFAULT_CONN_ID = "metric_gate_db"
+ROLES = ("baseline", "shadow")
+#: DAG run types whose runs feed future baselines when the role is ``auto``; every other run is shadow.
+BASELINE_RUN_TYPES = ("scheduled", "backfill")
+
+
+def optional(value: Any) -> Any:
+    """Return ``value``, or ``None`` for an empty string (what a template renders for "not given").
+
+    :param value: a parameter value after template rendering.
+    """
+    if isinstance(value, str) and not value.strip():
+        return None
+    return value
+
+
+def upstream_value(operator: BaseOperator, context: Context, what: str) -> Any:
+    """Return the ``return_value`` XCom of the operator's only upstream task.
+
+    Under dynamic task mapping the upstream task instance with the same map index is read first.
+
+    :param operator: the operator whose input was not given explicitly.
+    :param context: the task context.
+    :param what: names the missing parameter in the error message.
+    :raises AirflowFailException: there is not exactly one upstream task, or it pushed nothing.
+    """
+    upstream = sorted(operator.upstream_task_ids)
+    if len(upstream) != 1:
+        raise AirflowFailException(
+            f"{operator.task_id}: {what} was not given and cannot be taken from an upstream task's XCom "
+            f"(upstream tasks: {upstream or 'none'}); pass {what}=<upstream task>.output or a value"
+        )
+    ti = context["ti"]
+    value = None
+    map_index = getattr(ti, "map_index", -1)
+    if map_index is not None and map_index >= 0:
+        value = ti.xcom_pull(task_ids=upstream[0], map_indexes=map_index)
+    if value is None:
+        value = ti.xcom_pull(task_ids=upstream[0], map_indexes=-1)
+    if value is None:
+        raise AirflowFailException(
+            f"{operator.task_id}: {what} was not given and upstream task {upstream[0]!r} pushed no XCom "
+            "return_value"
+        )
+    return value
+
+
+def resolve_conn_id(conn_id: str | None) -> str:
+    """Return the store's Airflow connection id: ``conn_id``, else ``[metric_gate] conn_id``.
+
+    :param conn_id: the operator's ``conn_id``.
+    """
+    return (
+        optional(conn_id) or conf.get("metric_gate", "conn_id", fallback=DEFAULT_CONN_ID) or DEFAULT_CONN_ID
+    )
+
+
+def open_metric_store(conn_id: str) -> MetricStore:
+    """Open the metric store behind an Airflow connection.
+
+    A ``postgres`` connection is the production store (through ``PostgresHook``).  A ``sqlite``
+    connection (``sqlite:////path/to/metric_gate.db``) opens the embedded store, for local trials.
+
+    :param conn_id: the Airflow connection id.
+    :raises AirflowException: the connection cannot be read (retryable: secrets backends have outages).
+    :raises AirflowFailException: the connection's type cannot hold the store.
+    """
+    try:
+        connection = BaseHook.get_connection(conn_id)
+    except Exception as err:
+        raise AirflowException(
+            f"cannot read Airflow connection {conn_id!r} of the metric store ({err}); create it as a "
+            "postgres connection, or pass conn_id="
+        ) from err
+    conn_type = (connection.conn_type or "").lower()
+    if conn_type in ("postgres", "postgresql"):
+        from airflow_metric_gate.store.postgres import PostgresStore
+
+        return PostgresStore.from_conn_id(conn_id)
+    if conn_type == "sqlite":
+        path = connection.host or connection.schema
+        if not path:
+            raise AirflowFailException(f"sqlite connection {conn_id!r} names no database file")
+        return open_store(f"sqlite:///{path}")
+    raise AirflowFailException(
+        f"connection {conn_id!r} is of type {conn_type or 'unknown'!r}; the metric store needs a postgres "
+        "connection (or sqlite for local trials)"
+    )
+
+
+@contextmanager
+def store_errors(task_id: str) -> Iterator[None]:
+    """Turn store errors into Airflow's retry semantics.
+
+    Outages and unexpected store errors retry (``AirflowException``); invalid input does not
+    (``AirflowFailException``).  Either way the store's transaction was rolled back, so nothing
+    already stored is lost or half-written.
+
+    :param task_id: names the task in messages.
+    """
+    try:
+        yield
+    except StoreInputError as err:
+        raise AirflowFailException(f"{task_id}: {err}") from err
+    except StoreUnavailable as err:
+        raise AirflowException(f"{task_id}: metric store unavailable, will retry: {err}") from err
+    except StoreError as err:
+        raise AirflowException(f"{task_id}: metric store error: {err}") from err
+
+
+def run_role(role: str | None, context: Context) -> str:
+    """Return the store role of this run: explicit, or from the DAG run type.
+
+    :param role: ``baseline``, ``shadow``, or ``None``/``""``/``"auto"`` for the DAG run type's
+        default: scheduled and backfill runs are ``baseline``, manual and every other run ``shadow``.
+    :param context: the task context.
+    :raises AirflowFailException: ``role`` is none of these.
+    """
+    role = optional(role)
+    if role is None or role == "auto":
+        run_type = getattr(context["dag_run"], "run_type", None)
+        run_type = getattr(run_type, "value", run_type)
+        return "baseline" if run_type in BASELINE_RUN_TYPES else "shadow"
+    if role not in ROLES:
+        raise AirflowFailException(f"role must be 'baseline', 'shadow' or 'auto', got {role!r}")
+    return role
+
+
+def run_logical_date(context: Context) -> datetime:
+    """Return the run's logical date (its ``run_after`` when the run has none), aware UTC.
+
+    :param context: the task context.
+    """
+    dag_run = context["dag_run"]
+    value = context.get("logical_date") or getattr(dag_run, "logical_date", None) or dag_run.run_after
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)

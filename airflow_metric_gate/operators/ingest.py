@@ -1,0 +1,99 @@
+"""Read and validate the nightly training record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator, ObjectStoragePath
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_metric_gate.operators._shared import optional, upstream_value
+from airflow_metric_gate.pipeline import ingest
+from airflow_metric_gate.records import RECORD_FORMATS, RecordError
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+def record_location(value: Any) -> str | None:
+    """Return the record location carried by an upstream XCom or a parameter.
+
+    :param value: a location string (as :class:`TrainingOutputSensor` pushes it) or the mapping
+        :class:`IngestRecordOperator` pushes (its ``location``).
+    """
+    if isinstance(value, dict):
+        value = value.get("location")
+    value = optional(value)
+    return None if value is None else str(value)
+
+
+class IngestRecordOperator(BaseOperator):
+    """Read the nightly record and check its structure before anything is selected or stored.
+
+    The record (a JSON Lines file, or a directory of them) is read from a local path or any Airflow
+    object storage.  A malformed record fails the task without retries, naming file and line.
+    The task's return value is a small summary for the next task, never the record itself::
+
+        {"location": "s3://bucket/nightly/2026-11-30", "format": "series",
+         "metrics": 7, "points": 5120, "files": 8}
+
+    :param location: the record location: local path or object-storage URI; ``None`` takes it from
+        the only upstream task's XCom (e.g. :class:`TrainingOutputSensor`) (templated).
+    :param format: ``series`` (one line per metric) or ``rows`` (trainer-history lines) (templated).
+    :param storage_conn_id: the Airflow connection of the object storage; ``None`` uses the default
+        credentials or a connection named in the URI (templated).
+    :param kwargs: passed to :class:`~airflow.sdk.BaseOperator`.
+    """
+
+    template_fields: Sequence[str] = ("location", "format", "storage_conn_id")
+    ui_color = "#e8f0dc"
+
+    def __init__(
+        self,
+        *,
+        location: str | None = None,
+        format: str = "series",
+        storage_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.location = location
+        self.format = format
+        self.storage_conn_id = storage_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Read the record and return its summary (pushed to XCom).
+
+        :param context: the task context.
+        """
+        location = record_location(self.location)
+        if location is None:
+            location = record_location(upstream_value(self, context, "location"))
+        if location is None:
+            raise AirflowFailException(f"{self.task_id}: no record location given")
+        if self.format not in RECORD_FORMATS:
+            raise AirflowFailException(
+                f"format must be one of {', '.join(RECORD_FORMATS)}, got {self.format!r}"
+            )
+        path = ObjectStoragePath(location, conn_id=optional(self.storage_conn_id))
+        self.log.info("Reading training record %s (format %s)", location, self.format)
+        try:
+            record = ingest(path, format=self.format)
+        except RecordError as err:
+            raise AirflowFailException(f"bad training record {location}: {err}") from err
+        summary = {
+            "location": location,
+            "format": self.format,
+            "metrics": len(record),
+            "points": record.point_count(),
+            "files": len(record.sources),
+        }
+        self.log.info(
+            "Record %s: %s metric(s), %s point(s) in %s file(s)",
+            location,
+            summary["metrics"],
+            summary["points"],
+            summary["files"],
+        )
+        return summary

@@ -1,0 +1,172 @@
+"""Store the selected values of a run, idempotently."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_metric_gate.operators._shared import (
+    open_metric_store,
+    optional,
+    resolve_conn_id,
+    run_logical_date,
+    run_role,
+    store_errors,
+    upstream_value,
+)
+from airflow_metric_gate.pipeline import (
+    RunInfo,
+    SeriesIdentity,
+    airflow_store_run_id,
+    payload_to_selection,
+    persist,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class PersistValuesOperator(BaseOperator):
+    """Write the run and one row per selected (metric, step) to the metric store.
+
+    The store run id derives from the Airflow run (DAG id, run id, map index): a retry or a
+    cleared task replaces its own rows, never duplicates them, also under dynamic task mapping.
+    The run's role is ``baseline`` for scheduled (and backfill) runs and ``shadow`` for manual
+    ones, unless ``role`` says otherwise; only trusted baseline runs feed future baselines.
+    The run is stored as ``pending``; :class:`EvaluateGateOperator` marks it trusted or not.
+
+    The task's return value identifies the stored run for the next task::
+
+        {"run_id": "af-...", "rows": 412, "errors": 0, "declarations": 7, "series": "rl-finetune",
+         "backend": "cuda", "suite": "nightly-8xh100", "role": "baseline",
+         "logical_date": "2026-11-30T00:00:00+00:00"}
+
+    :param selection: the selection :class:`SelectStepsOperator` returned; ``None`` takes it from
+        the only upstream task's XCom (templated).
+    :param series: the training job whose nights are comparable (templated).
+    :param backend: the hardware, default ``cuda`` (templated).
+    :param suite: the schedule or cluster, e.g. ``nightly-8xh100`` (templated).
+    :param role: ``baseline``, ``shadow``, or ``auto`` (default) for the DAG run type's role (templated).
+    :param conn_id: the Airflow connection of the metric store (type ``postgres``); ``None`` uses
+        the ``[metric_gate] conn_id`` option, default ``metric_gate_db`` (templated).
+    :param commit_sha: the trained code's commit, kept as provenance (templated).
+    :param training_job_id: the training job's id, kept as provenance (templated).
+    :param provenance: further free-form provenance fields (templated).
+    :param kwargs: passed to :class:`~airflow.sdk.BaseOperator`.
+    """
+
+    template_fields: Sequence[str] = (
+        "selection",
+        "series",
+        "backend",
+        "suite",
+        "role",
+        "conn_id",
+        "commit_sha",
+        "training_job_id",
+        "provenance",
+    )
+    ui_color = "#dce8f0"
+
+    def __init__(
+        self,
+        *,
+        series: str,
+        selection: Mapping[str, Any] | None = None,
+        backend: str = "cuda",
+        suite: str = "default",
+        role: str = "auto",
+        conn_id: str | None = None,
+        commit_sha: str | None = None,
+        training_job_id: str | None = None,
+        provenance: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.series = series
+        self.selection = selection
+        self.backend = backend
+        self.suite = suite
+        self.role = role
+        self.conn_id = conn_id
+        self.commit_sha = commit_sha
+        self.training_job_id = training_job_id
+        self.provenance = provenance
+
+    def _identity(self) -> SeriesIdentity:
+        values = {
+            "series": optional(self.series),
+            "backend": optional(self.backend),
+            "suite": optional(self.suite),
+        }
+        for name, value in values.items():
+            if not isinstance(value, str):
+                raise AirflowFailException(f"{name} must be a non-empty string, got {value!r}")
+        return SeriesIdentity(**values)
+
+    def _run(self, context: Context) -> RunInfo:
+        ti = context["ti"]
+        map_index = getattr(ti, "map_index", -1)
+        map_index = -1 if map_index is None else map_index
+        provenance: dict[str, Any] = dict(self.provenance or {})
+        provenance.update(
+            {
+                "dag_id": ti.dag_id,
+                "airflow_run_id": ti.run_id,
+                "try_number": ti.try_number,
+                "map_index": map_index,
+                "task_id": ti.task_id,
+            }
+        )
+        for key in ("commit_sha", "training_job_id"):
+            if optional(getattr(self, key)) is not None:
+                provenance[key] = str(getattr(self, key))
+        return RunInfo(
+            run_id=airflow_store_run_id(ti.dag_id, ti.run_id, map_index),
+            role=run_role(self.role, context),
+            logical_date=run_logical_date(context),
+            provenance=provenance,
+        )
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Write the run; return what identifies it (pushed to XCom).
+
+        :param context: the task context.
+        """
+        payload = self.selection if self.selection is not None else upstream_value(self, context, "selection")
+        try:
+            selections = payload_to_selection(payload)
+        except (ValueError, KeyError, TypeError) as err:
+            raise AirflowFailException(f"{self.task_id}: selection is not usable: {err}") from err
+        identity = self._identity()
+        run = self._run(context)
+        self.log.info(
+            "Storing run %s of series %s (%s, %s) as %s, logical date %s",
+            run.run_id,
+            identity.series,
+            identity.backend,
+            identity.suite,
+            run.role,
+            run.logical_date.isoformat(),
+        )
+        with store_errors(self.task_id):
+            with open_metric_store(resolve_conn_id(self.conn_id)) as store:
+                written = persist(store, identity, run, selections)
+        self.log.info(
+            "Stored %s value(s) and %s selection error(s) for %s declaration(s) under run %s",
+            written["rows"],
+            written["errors"],
+            written["declarations"],
+            written["run_id"],
+        )
+        return {
+            **written,
+            "series": identity.series,
+            "backend": identity.backend,
+            "suite": identity.suite,
+            "role": run.role,
+            "logical_date": run.logical_date.isoformat(),
+        }

@@ -1,0 +1,273 @@
+"""Reading the nightly training record (SPEC section 2).
+
+A record is JSON Lines, one file or a directory of files (one per training process).  Reading
+streams line by line, validates each line against :mod:`airflow_metric_gate.schemas.records`
+and merges everything into one :class:`Record`.  Any structural problem raises
+:class:`RecordError` naming the file and the 1-based line, before anything is written anywhere.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from operator import itemgetter
+from pathlib import Path
+from typing import Any
+
+from marshmallow import ValidationError
+
+from airflow_metric_gate.schemas.records import (
+    format_errors,
+    load_rows_line,
+    load_series_line,
+    may_hold_markers,
+)
+
+#: The record formats :func:`read_record` understands.
+RECORD_FORMATS = ("series", "rows")
+
+Point = tuple[int | None, object]
+
+
+class RecordError(ValueError):
+    """A record cannot be read; the message names the file and line.
+
+    :param message: what is wrong.
+    :param path: the file (or location) concerned, if any.
+    :param line: the 1-based line number, if any.
+    """
+
+    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.line = line
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        if self.path is None:
+            return self.message
+        if self.line is None:
+            return f"{self.path}: {self.message}"
+        return f"{self.path}:{self.line}: {self.message}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _rebuild_record_error, (self.message, self.path, self.line)
+
+
+def _rebuild_record_error(message: str, path: str | None, line: int | None) -> RecordError:
+    return RecordError(message, path=path, line=line)
+
+
+class Record:
+    """The merged content of a record: every metric's points, in first-seen metric order.
+
+    :param metrics: metric name -> ``(step, value)`` points; a step is an int >= 0 or ``None``,
+        a value is whatever the record held (numbers, non-finite floats, or non-numeric values
+        that step selection drops).
+    :param sources: the files read, in read order.
+    """
+
+    __slots__ = ("metrics", "sources")
+
+    def __init__(
+        self, metrics: dict[str, list[Point]] | None = None, sources: list[str] | None = None
+    ) -> None:
+        self.metrics: dict[str, list[Point]] = metrics if metrics is not None else {}
+        self.sources: list[str] = sources if sources is not None else []
+
+    def __contains__(self, metric: object) -> bool:
+        return metric in self.metrics
+
+    def __getitem__(self, metric: str) -> list[Point]:
+        return self.metrics[metric]
+
+    def __len__(self) -> int:
+        return len(self.metrics)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.metrics)
+
+    def point_count(self) -> int:
+        """Return the number of points over all metrics."""
+        return sum(map(len, self.metrics.values()))
+
+    def __repr__(self) -> str:
+        return f"Record({len(self)} metrics, {self.point_count()} points, {len(self.sources)} file(s))"
+
+
+def is_data_file_name(name: str) -> bool:
+    """Return whether a file in a record directory holds record data.
+
+    Temporary files (``*.tmp``) and names starting with ``.`` or ``_`` (such as a ``_SUCCESS``
+    completion marker) are skipped.
+
+    :param name: the file name.
+    """
+    return not name.startswith((".", "_")) and not name.endswith(".tmp")
+
+
+def _as_path(location: Any) -> Any:
+    """Turn a location into a pathlib-like object."""
+    if location is None or (isinstance(location, str) and not location.strip()):
+        raise RecordError("no record location given")
+    if isinstance(location, str) and "://" in location:
+        try:
+            from upath import UPath
+        except ImportError as err:  # pragma: no cover - universal_pathlib ships with Airflow
+            raise RecordError(
+                "reading a URI needs universal_pathlib; pass an ObjectStoragePath instead", path=location
+            ) from err
+        return UPath(location)
+    if isinstance(location, (str, os.PathLike)) and not hasattr(location, "iterdir"):
+        return Path(location)
+    if not all(hasattr(location, attr) for attr in ("is_dir", "iterdir", "open")):
+        raise RecordError(f"not a path: {location!r} (give a path, a URI or a pathlib-like object)")
+    return location
+
+
+def _data_files(path: Any) -> tuple[list[Any], bool]:
+    """Return the files to read and whether ``path`` is a directory."""
+    try:
+        if not path.exists():
+            raise RecordError("no such file or directory", path=str(path))
+        if not path.is_dir():
+            return [path], False
+        children = [c for c in path.iterdir() if is_data_file_name(c.name) and c.is_file()]
+    except OSError as err:
+        raise RecordError(f"cannot read: {err}", path=str(path)) from err
+    if not children:
+        raise RecordError(
+            "directory holds no record file (names starting with '.' or '_' and *.tmp files are skipped)",
+            path=str(path),
+        )
+    return sorted(children, key=lambda c: c.name), True
+
+
+def _json_error(err: ValueError) -> str:
+    if isinstance(err, json.JSONDecodeError):
+        return f"not valid JSON: {err.msg} (column {err.colno})"
+    return f"not valid JSON: {err}"
+
+
+def _read_series(fh: Any, name: str, metrics: dict[str, list[Point]]) -> int:
+    loads = json.loads
+    load_line = load_series_line
+    lines = 0
+    for lineno, raw in enumerate(fh, 1):
+        try:
+            obj = loads(raw)
+        except ValueError as err:
+            if not raw.strip():
+                continue
+            raise RecordError(_json_error(err), path=name, line=lineno) from None
+        try:
+            metric, points = load_line(obj, may_hold_markers(raw))
+        except ValidationError as err:
+            raise RecordError(format_errors(err.messages), path=name, line=lineno) from None
+        existing = metrics.get(metric)
+        if existing is None:
+            metrics[metric] = points
+        else:
+            existing.extend(points)
+        lines += 1
+    return lines
+
+
+def _read_rows(fh: Any, name: str, metrics: dict[str, list[Point]]) -> int:
+    loads = json.loads
+    load_line = load_rows_line
+    by_metric: defaultdict[str, list[Point]] = defaultdict(list)
+    by_metric.update(metrics)
+    lines = 0
+    for lineno, raw in enumerate(fh, 1):
+        try:
+            obj = loads(raw)
+        except ValueError as err:
+            if not raw.strip():
+                continue
+            raise RecordError(_json_error(err), path=name, line=lineno) from None
+        try:
+            step, values = load_line(obj, may_hold_markers(raw))
+        except ValidationError as err:
+            raise RecordError(format_errors(err.messages), path=name, line=lineno) from None
+        for metric, value in values:
+            by_metric[metric].append((step, value))
+        lines += 1
+    metrics.update(by_metric)
+    return lines
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while reading.
+
+    Reading builds one small container per point, none of them cyclic; with the collector on,
+    its passes over the growing heap cost about as much as parsing itself.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _sort_by_step(points: list[Point]) -> None:
+    """Stable sort by step, ``None`` steps last."""
+    try:
+        points.sort(key=itemgetter(0))
+    except TypeError:  # some steps are None
+        points.sort(key=lambda p: (p[0] is None, p[0] or 0))
+
+
+def read_record(location: Any, *, format: str = "series") -> Record:
+    """Read a record file, or merge a directory of record files.
+
+    In a directory, files are read in sorted name order, skipping ``*.tmp`` files and names that
+    start with ``.`` or ``_`` (such as the ``_SUCCESS`` completion marker).  The points of a
+    metric found in several files are concatenated, then stably sorted by step with ``null``
+    steps last; metrics keep first-seen order.  In a single file a metric written on several
+    lines is concatenated in line order.
+
+    Values ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` are decoded to floats; other values
+    that are not numbers (booleans, null, other strings) are kept, for step selection to drop.
+    Blank lines are skipped.
+
+    :param location: a file or directory: a path, a URI string (read through universal_pathlib)
+        or a pathlib-like object such as ``airflow.sdk.ObjectStoragePath``.
+    :param format: ``"series"`` (one ``{"metric": ..., "series": [[step, value], ...]}`` line per
+        metric) or ``"rows"`` (one ``{"step": ..., "<metric>": value, ...}`` line per step).
+    :raises RecordError: naming the file and line of the first problem.
+    """
+    if format == "series":
+        read_lines = _read_series
+    elif format == "rows":
+        read_lines = _read_rows
+    else:
+        raise RecordError(f"unknown record format {format!r} (expected one of: {', '.join(RECORD_FORMATS)})")
+    path = _as_path(location)
+    files, is_directory = _data_files(path)
+    metrics: dict[str, list[Point]] = {}
+    sources: list[str] = []
+    lines = 0
+    with gc_paused():
+        for file in files:
+            name = str(file)
+            try:
+                with file.open("rb") as fh:
+                    lines += read_lines(fh, name, metrics)
+            except OSError as err:
+                raise RecordError(f"cannot read: {err.strerror or err}", path=name) from err
+            sources.append(name)
+    if not lines:
+        raise RecordError("the record holds no metric line", path=str(path))
+    if is_directory:
+        for points in metrics.values():
+            _sort_by_step(points)
+    return Record(metrics, sources)
+

@@ -1,0 +1,288 @@
+"""marshmallow schemas of record lines (SPEC section 2), in both record formats.
+
+``series`` lines hold one metric each::
+
+    {"metric": "rollout/raw_reward", "series": [[0, 0.20], [1, 0.40], [2, null]]}
+
+``rows`` lines hold one training step each (a trainer's history)::
+
+    {"step": 3, "train/grad_norm": 0.5, "rollout/raw_reward": 0.8}
+
+Records can hold millions of points, so the hot path never runs marshmallow per point.
+:func:`load_series_line` and :func:`load_rows_line` first try a tight check built from C-level
+operations that accepts only lines the schemas accept; a line it does not accept goes through
+the schema, which either accepts it or names what is wrong.  The schemas stay the one definition
+of a valid line and the only source of error messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from operator import itemgetter
+from typing import Any
+
+from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, post_load
+
+#: Strict-JSON markers of non-finite values, decoded in value position only.
+VALUE_MARKERS: dict[str, float] = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
+
+_NONE_TYPE = type(None)
+_STEP_TYPES = frozenset({int, _NONE_TYPE})
+_INT_ONLY = {int}
+_PAIR_ONLY = {2}
+_first = itemgetter(0)
+_second = itemgetter(1)
+
+
+def _kind(value: object) -> str:
+    """Name a JSON value's type the way a user who wrote the JSON would."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+def _short(value: object, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def decode_value(value: object) -> object:
+    """Decode a non-finite marker (``"NaN"``, ``"Infinity"``, ``"-Infinity"``) to a float.
+
+    Any other value is returned unchanged: non-numeric values are kept in the record and dropped
+    later by step selection.
+
+    :param value: a point's value as parsed from JSON.
+    """
+    if type(value) is str:
+        return VALUE_MARKERS.get(value, value)
+    return value
+
+
+def check_step(step: object) -> str | None:
+    """Return why ``step`` is not a valid step (an int >= 0 or ``None``), or ``None`` when it is.
+
+    :param step: the step as parsed from JSON.
+    """
+    if step is None or (type(step) is int and step >= 0):
+        return None
+    return f"step must be an integer >= 0 or null, got {_short(step)}"
+
+
+def may_hold_markers(raw: bytes) -> bool:
+    """Return whether a raw line may hold a non-finite marker string.
+
+    Three single-byte searches (``memchr`` speed): every marker holds an ``N`` or an ``I``, and a
+    marker written with JSON escapes holds a backslash.  ``False`` is certain: no value of the line
+    needs decoding.  ``True`` only means the decoding pass runs.
+
+    :param raw: the line as read from the file.
+    """
+    return b"N" in raw or b"I" in raw or b"\\" in raw
+
+
+def _fast_points(series: list, decode: bool = True) -> list[tuple[int | None, object]] | None:
+    """Convert a series whose points are all valid, or return ``None`` so the schema decides.
+
+    Built from C-level passes only (no Python-level loop per point unless ``decode`` is set and a
+    value is a string).  Anything it cannot turn into a valid point makes it give up.
+    """
+    if not series:
+        return []
+    try:
+        # A point that is not an array either fails here, or (a string, an object) yields items
+        # that are not valid steps and fails the step check below.
+        points = list(map(tuple, series))
+    except TypeError:
+        return None
+    lengths = set(map(len, points))
+    if lengths != _PAIR_ONLY:
+        if min(lengths) < 2:
+            return None
+        points = [p[:2] for p in points]
+    steps = list(map(_first, points))
+    step_types = set(map(type, steps))
+    if step_types != _INT_ONLY:
+        if not step_types <= _STEP_TYPES:
+            return None
+        steps = [s for s in steps if s is not None]
+    if steps and min(steps) < 0:
+        return None
+    if decode and str in set(map(type, map(_second, points))):
+        points = [(s, VALUE_MARKERS.get(v, v)) if type(v) is str else (s, v) for s, v in points]
+    return points
+
+
+def parse_points(series: object) -> list[tuple[int | None, object]]:
+    """Validate a ``series`` array and return its points as ``(step, value)`` tuples.
+
+    A point is an array of at least two items ``[step, value, ...]``; items past the second are
+    ignored.  Values are decoded with :func:`decode_value`.
+
+    :param series: the parsed ``series`` member.
+    :raises ValidationError: naming the first bad point by its index.
+    """
+    if not isinstance(series, list):
+        kind = _kind(series)
+        raise ValidationError(f"must be an array of [step, value] points, got {kind} {_short(series)}")
+    points = _fast_points(series)
+    if points is not None:
+        return points
+    points = []
+    for index, point in enumerate(series):
+        if not isinstance(point, list) or len(point) < 2:
+            raise ValidationError(
+                f"point {index} must be an array [step, value] of at least 2 items, got {_short(point)}"
+            )
+        problem = check_step(point[0])
+        if problem:
+            raise ValidationError(f"point {index}: {problem}")
+        points.append((point[0], decode_value(point[1])))
+    return points
+
+
+class SeriesField(fields.Field):
+    """The ``series`` member: an array of ``[step, value]`` points."""
+
+    default_error_messages = {
+        "required": "missing (every line needs \"metric\" and \"series\")",
+        "null": "must be an array of [step, value] points, got null",
+    }
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        return parse_points(value)
+
+
+class MetricNameField(fields.Field):
+    """A metric name: a non-empty string."""
+
+    default_error_messages = {
+        "required": "missing (every line needs \"metric\" and \"series\")",
+        "null": "must be a non-empty string, got null",
+    }
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if not isinstance(value, str) or not value:
+            raise ValidationError(f"must be a non-empty string, got {_kind(value)} {_short(value)}")
+        return value
+
+
+class StepField(fields.Field):
+    """A step: an int >= 0 or null (bools rejected)."""
+
+    default_error_messages = {"required": "missing (every row needs a \"step\", which may be null)"}
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_none=True, **kwargs)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        problem = check_step(value)
+        if problem:
+            raise ValidationError(problem.removeprefix("step "))
+        return value
+
+
+class RecordLineSchema(Schema):
+    """One line of a ``series`` record: a metric and its points.
+
+    Loads to ``{"metric": str, "series": [(step, value), ...]}``.  Other members are ignored.
+    """
+
+    error_messages = {"type": "expected a JSON object with \"metric\" and \"series\""}
+
+    class Meta:
+        unknown = EXCLUDE
+
+    metric = MetricNameField(required=True)
+    series = SeriesField(required=True)
+
+
+class RowsLineSchema(Schema):
+    """One line of a ``rows`` record: a step and any number of ``metric: value`` members.
+
+    Loads to ``{"step": int | None, "values": [(metric, value), ...]}`` in member order.
+    """
+
+    error_messages = {"type": "expected a JSON object with \"step\" and metric values"}
+
+    class Meta:
+        unknown = INCLUDE
+
+    step = StepField(required=True)
+
+    @post_load
+    def _split(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        step = data.pop("step")
+        return {"step": step, "values": [(key, decode_value(value)) for key, value in data.items()]}
+
+
+_SERIES_SCHEMA = RecordLineSchema()
+_ROWS_SCHEMA = RowsLineSchema()
+
+
+def format_errors(messages: Any) -> str:
+    """Flatten marshmallow error messages into one readable sentence.
+
+    ``{"series": ["point 3: ..."]}`` becomes ``field 'series': point 3: ...``.
+
+    :param messages: ``ValidationError.messages``.
+    """
+    if isinstance(messages, dict):
+        parts = []
+        for key, value in messages.items():
+            text = format_errors(value)
+            parts.append(text if key == "_schema" else f"field {key!r}: {text}")
+        return "; ".join(parts)
+    if isinstance(messages, (list, tuple)):
+        return "; ".join(format_errors(m) for m in messages)
+    return str(messages)
+
+
+def load_series_line(obj: object, decode: bool = True) -> tuple[str, list[tuple[int | None, object]]]:
+    """Validate one parsed ``series`` line and return ``(metric, points)``.
+
+    :param obj: the line as parsed by ``json.loads``.
+    :param decode: whether values may need marker decoding (see :func:`may_hold_markers`);
+        ``False`` skips that pass.
+    :raises ValidationError: the line is invalid; ``format_errors(err.messages)`` says why.
+    """
+    if type(obj) is dict:
+        metric = obj.get("metric")
+        series = obj.get("series")
+        if type(metric) is str and metric and type(series) is list:
+            points = _fast_points(series, decode)
+            if points is not None:
+                return metric, points
+    loaded = _SERIES_SCHEMA.load(obj)  # type: ignore[arg-type]
+    return loaded["metric"], loaded["series"]
+
+
+def load_rows_line(obj: object, decode: bool = True) -> tuple[int | None, Iterable[tuple[str, object]]]:
+    """Validate one parsed ``rows`` line and return ``(step, (metric, value) pairs)``.
+
+    The pairs may be a view of ``obj`` itself, which loses its ``step`` member.
+
+    :param obj: the line as parsed by ``json.loads``.
+    :param decode: whether values may need marker decoding (see :func:`may_hold_markers`);
+        ``False`` skips that pass.
+    :raises ValidationError: the line is invalid; ``format_errors(err.messages)`` says why.
+    """
+    if type(obj) is dict and "step" in obj:
+        step = obj["step"]
+        if step is None or (type(step) is int and step >= 0):
+            del obj["step"]
+            if not decode:
+                return step, obj.items()
+            return step, [(k, VALUE_MARKERS.get(v, v) if type(v) is str else v) for k, v in obj.items()]
+    loaded = _ROWS_SCHEMA.load(obj)  # type: ignore[arg-type]
+    return loaded["step"], loaded["values"]

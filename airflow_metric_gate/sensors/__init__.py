@@ -1,0 +1,1 @@
+"""Sensors: wait for the nightly training record."""

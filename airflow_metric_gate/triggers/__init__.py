@@ -1,0 +1,1 @@
+"""Triggers that run in the Airflow triggerer for deferrable sensors."""

@@ -1,0 +1,97 @@
+"""Run a DAG with ``dag.test()`` in a process of its own and report what happened as JSON.
+
+Used by ``tests/dags/conftest.py``; not a test module.  Airflow reads its configuration
+(``AIRFLOW_HOME``, the metadata database, the DAG bundles) when it is first imported, so DAG tests
+run here, in a child process started with the test session's environment, and never in the pytest
+process itself.
+
+Usage::
+
+    python _dag_runner.py test '{"dag_file": "...", "dag_id": "...", "conf": {...}, "logical_date": "..."}'
+    python _dag_runner.py inspect '{"dag_id": "...", "run_id": "..."}'
+
+``inspect`` reports on a run made elsewhere (``airflow dags test``); without ``run_id`` it picks the
+DAG's latest run.  The report is printed on one line after :data:`RESULT_PREFIX`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime
+from typing import Any
+
+RESULT_PREFIX = "@@metric-gate-dag-result@@ "
+
+
+def _report(dag_id: str, run_id: str | None) -> dict[str, Any]:
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = select(DagRun).where(DagRun.dag_id == dag_id)
+        if run_id is not None:
+            query = query.where(DagRun.run_id == run_id)
+        dag_run = session.scalars(query.order_by(DagRun.id.desc()).limit(1)).first()
+        if dag_run is None:
+            return {"error": f"no run of DAG {dag_id!r}"}
+        tis = session.scalars(
+            select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == dag_run.run_id)
+        ).all()
+        xcoms = session.scalars(
+            XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_id, key="return_value")
+        ).all()
+
+        def name(task_id: str, map_index: int) -> str:
+            return task_id if map_index < 0 else f"{task_id}[{map_index}]"
+
+        return {
+            "dag_id": dag_id,
+            "run_id": dag_run.run_id,
+            "run_type": str(
+                dag_run.run_type.value if hasattr(dag_run.run_type, "value") else dag_run.run_type
+            ),
+            "state": str(dag_run.state),
+            "tasks": {
+                name(ti.task_id, ti.map_index): {"state": str(ti.state), "try_number": ti.try_number}
+                for ti in tis
+            },
+            "xcom": {name(x.task_id, x.map_index): XComModel.deserialize_value(x) for x in xcoms},
+        }
+
+
+def _test(options: dict[str, Any]) -> dict[str, Any]:
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=options["dag_file"])
+    if bag.import_errors:
+        return {"error": "DAG file failed to import", "import_errors": dict(bag.import_errors)}
+    dag = bag.dags.get(options["dag_id"])
+    if dag is None:
+        return {"error": f"no DAG {options['dag_id']!r} in {options['dag_file']}", "dags": sorted(bag.dags)}
+    kwargs: dict[str, Any] = {"run_conf": options.get("conf")}
+    if options.get("logical_date"):
+        kwargs["logical_date"] = datetime.fromisoformat(options["logical_date"])
+    dag_run = dag.test(**kwargs)
+    return _report(dag.dag_id, dag_run.run_id)
+
+
+def main() -> int:
+    command, raw = sys.argv[1], sys.argv[2]
+    options = json.loads(raw)
+    if command == "test":
+        result = _test(options)
+    elif command == "inspect":
+        result = _report(options["dag_id"], options.get("run_id"))
+    else:
+        raise SystemExit(f"unknown command {command!r}")
+    sys.stdout.flush()
+    print(RESULT_PREFIX + json.dumps(result, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

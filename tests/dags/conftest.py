@@ -1,0 +1,225 @@
+"""An Airflow installation of its own for DAG tests, and helpers to run DAGs in it.
+
+The ``airflow_env`` session fixture creates a temporary ``AIRFLOW_HOME`` with a SQLite metadata
+database (``airflow db migrate``), no example DAGs, and two DAG bundles: ``dags-folder`` (the
+repository's ``dags/``) and ``scratch`` (a temporary folder where a test can drop a DAG file of its
+own).  ``dag.test()`` needs the DAG serialized in the metadata database and looks it up through
+the configured bundles, which is why a throwaway DAG must live in a bundle folder.
+
+Airflow reads its configuration when first imported, and the unit tests import it in the pytest
+process with whatever configuration the machine has.  So every DAG run happens in a child process
+(``_dag_runner.py`` or the ``airflow`` command) started with this installation's environment;
+nothing here changes the pytest process's own environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RUNNER = Path(__file__).with_name("_dag_runner.py")
+RESULT_PREFIX = "@@metric-gate-dag-result@@ "
+AIRFLOW_BIN = Path(sys.executable).with_name("airflow")
+SCRATCH_BUNDLE = "scratch"
+
+
+@dataclass
+class DagRunResult:
+    """What a DAG run did, as read back from the metadata database.
+
+    :param state: the DAG run's final state (``success``, ``failed``).
+    :param run_id: the Airflow run id.
+    :param run_type: ``manual``, ``scheduled``, ...
+    :param tasks: task id (``task_id[map_index]`` when mapped) -> ``{"state", "try_number"}``.
+    :param xcom: task id -> its ``return_value`` XCom.
+    :param output: everything the process printed (task logs included).
+    """
+
+    state: str
+    run_id: str
+    run_type: str
+    tasks: dict[str, dict[str, Any]]
+    xcom: dict[str, Any]
+    output: str = field(repr=False)
+
+    def task_state(self, task_id: str) -> str:
+        """Return one task's final state.
+
+        :param task_id: the task id (``task_id[map_index]`` for a mapped task).
+        """
+        return self.tasks[task_id]["state"]
+
+
+@dataclass
+class AirflowEnv:
+    """A throwaway Airflow installation (see the module docstring).
+
+    :param home: its ``AIRFLOW_HOME``.
+    :param dags_folder: the ``dags-folder`` bundle (the repository's ``dags/``).
+    :param scratch_dags: the ``scratch`` bundle, for DAG files written by tests.
+    :param env: the environment its processes run with.
+    """
+
+    home: Path
+    dags_folder: Path
+    scratch_dags: Path
+    env: dict[str, str]
+
+    def run(
+        self,
+        args: list[str],
+        *,
+        timeout: float = 600,
+        on_line: Callable[[str], None] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command in this installation's environment, merging stderr into stdout.
+
+        :param args: the command line.
+        :param timeout: seconds before the process is killed and the test fails.
+        :param on_line: called with every output line as it arrives (e.g. to act when a task defers).
+        :param env: variables added to the installation's environment for this command only
+            (e.g. ``AIRFLOW_CONN_METRIC_GATE_DB``).
+        """
+        proc = subprocess.Popen(
+            args,
+            env={**self.env, **(env or {})},
+            cwd=self.home,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        lines: list[str] = []
+
+        def pump() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if on_line is not None:
+                    on_line(line)
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            reader.join(5)
+            pytest.fail(f"{' '.join(args[:3])} ... did not finish in {timeout}s:\n{''.join(lines)[-5000:]}")
+        reader.join(30)
+        return subprocess.CompletedProcess(args, proc.returncode, "".join(lines), "")
+
+    def airflow(
+        self, *args: str, timeout: float = 600, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the ``airflow`` command line.
+
+        :param args: its arguments, e.g. ``("dags", "test", "nightly_metric_gate")``.
+        :param timeout: seconds before the test fails.
+        :param env: variables added to the environment for this command only.
+        """
+        return self.run([str(AIRFLOW_BIN), *args], timeout=timeout, env=env)
+
+    def _runner(self, command: str, options: dict[str, Any], **kwargs: Any) -> DagRunResult:
+        proc = self.run([sys.executable, str(RUNNER), command, json.dumps(options)], **kwargs)
+        payload = None
+        for line in proc.stdout.splitlines():
+            if line.startswith(RESULT_PREFIX):
+                payload = json.loads(line[len(RESULT_PREFIX) :])
+        if proc.returncode != 0 or payload is None or "error" in payload:
+            pytest.fail(
+                f"DAG runner {command} failed (exit {proc.returncode}): {payload}\n{proc.stdout[-8000:]}"
+            )
+        return DagRunResult(
+            state=payload["state"],
+            run_id=payload["run_id"],
+            run_type=payload["run_type"],
+            tasks=payload["tasks"],
+            xcom=payload["xcom"],
+            output=proc.stdout,
+        )
+
+    def dag_test(
+        self,
+        dag_id: str,
+        *,
+        dag_file: Path | str | None = None,
+        conf: dict[str, Any] | None = None,
+        logical_date: str | None = None,
+        timeout: float = 600,
+        on_line: Callable[[str], None] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> DagRunResult:
+        """Run a DAG once with ``dag.test()`` (tasks and triggers run in line) and report on the run.
+
+        :param dag_id: the DAG id.
+        :param dag_file: the file defining it, inside one of the two bundle folders; default
+            ``<dags folder>/<dag_id>.py``.
+        :param conf: the run's ``conf`` (DAG params).
+        :param logical_date: ISO 8601 logical date; default now.
+        :param timeout: seconds before the test fails.
+        :param on_line: called with every output line as it arrives.
+        :param env: variables added to the environment for this run only.
+        """
+        path = Path(dag_file) if dag_file is not None else self.dags_folder / f"{dag_id}.py"
+        options = {"dag_file": str(path), "dag_id": dag_id, "conf": conf, "logical_date": logical_date}
+        return self._runner("test", options, timeout=timeout, on_line=on_line, env=env)
+
+    def inspect(self, dag_id: str, run_id: str | None = None) -> DagRunResult:
+        """Report on a run made elsewhere (e.g. by ``airflow dags test``); default the latest run.
+
+        :param dag_id: the DAG id.
+        :param run_id: the Airflow run id.
+        """
+        return self._runner("inspect", {"dag_id": dag_id, "run_id": run_id}, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> AirflowEnv:
+    """A migrated throwaway Airflow installation shared by the session's DAG tests."""
+    home = tmp_path_factory.mktemp("airflow_home")
+    scratch = tmp_path_factory.mktemp("scratch_dags")
+    dags_folder = REPO_ROOT / "dags"
+    bundles = [
+        {
+            "name": "dags-folder",
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {},
+        },
+        {
+            "name": SCRATCH_BUNDLE,
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {"path": str(scratch)},
+        },
+    ]
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_"))
+    }
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+            "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        }
+    )
+    environment = AirflowEnv(home=home, dags_folder=dags_folder, scratch_dags=scratch, env=env)
+    migrate = environment.airflow("db", "migrate", timeout=900)
+    if migrate.returncode != 0:
+        pytest.fail(f"airflow db migrate failed:\n{migrate.stdout[-8000:]}")
+    return environment

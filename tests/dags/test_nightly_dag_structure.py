@@ -1,0 +1,47 @@
+"""dags/nightly_metric_gate.py as the scheduler sees it: schedule, params, wiring, docs."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+DAG_FILE = Path(__file__).resolve().parents[2] / "dags" / "nightly_metric_gate.py"
+
+
+@pytest.fixture(scope="module")
+def dag():
+    spec = importlib.util.spec_from_file_location("nightly_metric_gate_under_test", DAG_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+def test_daily_without_catchup(dag):
+    assert dag.dag_id == "nightly_metric_gate"
+    assert dag.catchup is False
+    assert dag.schedule == "@daily"
+
+
+def test_params_for_record_root_series_identity_and_gates_file(dag):
+    assert {"record_root", "series", "backend", "suite", "gates_file", "role", "night"} <= set(dag.params)
+    assert dag.params["role"] == "auto"
+    assert (DAG_FILE.parent / dag.params["gates_file"]).is_file()
+
+
+def test_sensor_then_the_four_operators_in_a_line(dag):
+    order = ["wait_for_record", "ingest_record", "select_steps", "persist_values", "evaluate_gate"]
+    assert sorted(dag.task_ids) == sorted(order)
+    for upstream, downstream in zip(order, order[1:], strict=False):
+        assert dag.get_task(downstream).upstream_task_ids == {upstream}
+
+
+def test_scheduled_runs_fail_loudly(dag):
+    assert dag.get_task("evaluate_gate").enforce is True
+    assert dag.get_task("wait_for_record").deferrable is True
+
+
+def test_doc_tells_on_call_how_to_read_a_failure(dag):
+    assert "metric-gate: <series> run <id>: NOT-TRUSTED" in dag.doc_md
+    assert "XCom `return_value`" in dag.doc_md

@@ -1,0 +1,307 @@
+"""The documentation builds with warnings as errors and covers every public name.
+
+Every CLI option, verdict field, operator and sensor parameter, store column and defaults-table
+entry is read from the code and looked up in ``docs/``, so adding one without documenting it fails
+here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import importlib.util
+import inspect
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+DAG_FILE = ROOT / "dags" / "nightly_metric_gate.py"
+SNIPPET = re.compile(r'^--8<-- "(?P<file>[^":]+):(?P<section>[\w-]+)"$', re.M)
+
+OPERATORS = [
+    ("airflow_metric_gate.sensors.training_output", "TrainingOutputSensor"),
+    ("airflow_metric_gate.operators.ingest", "IngestRecordOperator"),
+    ("airflow_metric_gate.operators.select", "SelectStepsOperator"),
+    ("airflow_metric_gate.operators.persist", "PersistValuesOperator"),
+    ("airflow_metric_gate.operators.evaluate", "EvaluateGateOperator"),
+]
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def _pages() -> dict[str, str]:
+    return {str(p.relative_to(DOCS)): _read(p) for p in sorted(DOCS.rglob("*.md"))}
+
+
+def _sections(text: str) -> dict[str, str]:
+    """Split a page on ``##`` headings: heading text -> body."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return {parts[i].strip(): parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def _has_token(text: str, token: str) -> bool:
+    return re.search(rf"(?<![\w-]){re.escape(token)}(?![\w-])", text) is not None
+
+
+def _table_row_names(text: str) -> set[str]:
+    """The code-formatted first cells of markdown table rows: ``| `name` | ...``."""
+    return set(re.findall(r"^\|\s*`([^`]+)`", text, flags=re.M))
+
+
+def _first_cells(text: str) -> str:
+    """The first cells of every markdown table row, one per line (escaped ``\\|`` kept inside)."""
+    return "\n".join(
+        re.split(r"(?<!\\)\|", line)[1] for line in text.splitlines() if line.startswith("|")
+    )
+
+
+def _page_titled(title: str) -> str:
+    for text in _pages().values():
+        if re.search(rf"^# {re.escape(title)}\s*$", text, flags=re.M):
+            return text
+    raise AssertionError(f"no page in docs/ has the title {title!r}")
+
+
+def _dag_section(name: str) -> str:
+    text = _read(DAG_FILE)
+    match = re.search(
+        rf"^\s*# --8<-- \[start:{re.escape(name)}\]\n(.*?)^\s*# --8<-- \[end:{re.escape(name)}\]",
+        text,
+        flags=re.M | re.S,
+    )
+    assert match, f"dags/nightly_metric_gate.py has no section {name!r}"
+    return "\n".join(line for line in match.group(1).splitlines() if "--8<--" not in line)
+
+
+# -- the build ---------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
+        pytest.skip("mkdocs / mkdocs-material not installed (pip install -e '.[docs]')")
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+         "--site-dir", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, f"mkdocs build --strict failed:\n{proc.stdout}\n{proc.stderr}"
+    return out
+
+
+def test_docs_build_strict(site: Path) -> None:
+    for page in ("index.html", "getting-started/index.html", "runbook/index.html", "cli/index.html",
+                 "verdict/index.html", "store-schema/index.html", "changelog/index.html",
+                 "benchmarks/index.html", "deployment/index.html", "configuration/index.html"):
+        assert (site / page).is_file(), page
+
+
+def _code_text(html_text: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", html_text))
+
+
+def test_example_code_is_included_from_the_dag_file(site: Path) -> None:
+    """Operator pages include their example from dags/ by section markers; the built page holds it."""
+    included = 0
+    for rel, text in _pages().items():
+        for match in SNIPPET.finditer(text):
+            assert match["file"] == "dags/nightly_metric_gate.py", f"{rel}: includes {match['file']}"
+            section = _dag_section(match["section"])
+            page = "index.html" if rel == "index.md" else rel.removesuffix(".md") + "/index.html"
+            built = _code_text(_read(site / page))
+            first_line = next(line.strip() for line in section.splitlines() if line.strip())
+            assert first_line in built, f"{rel}: section {match['section']!r} did not render"
+            included += 1
+    assert included >= 5
+    for _module, name in OPERATORS:
+        page = _page_titled(name)
+        refs = SNIPPET.findall(page)
+        assert refs, f"the {name} page includes no example from dags/"
+        assert any(name + "(" in _dag_section(section) for _, section in refs), (
+            f"the {name} page's included example does not use {name}"
+        )
+
+
+# -- the command line --------------------------------------------------------------------------
+
+
+def _walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
+    yield path, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _walk(sub, (*path, name))
+
+
+def test_every_cli_option_is_documented_in_its_section() -> None:
+    from airflow_metric_gate.cli import build_parser
+
+    sections = _sections(_read(DOCS / "cli.md"))
+    checked = 0
+    for path, parser in _walk(build_parser()):
+        has_sub = any(isinstance(a, argparse._SubParsersAction) for a in parser._actions)
+        if path and has_sub:
+            continue  # ``db`` only groups ``db upgrade``
+        heading = "`" + " ".join(("metric-gate", *path)) + "`"
+        assert heading in sections, f"docs/cli.md has no section '## {heading}'"
+        body = _first_cells(sections[heading])
+        for action in parser._actions:
+            if isinstance(action, (argparse._HelpAction, argparse._SubParsersAction)):
+                continue
+            if action.option_strings:
+                for option in action.option_strings:
+                    assert _has_token(body, option), f"{heading}: option {option} is not documented"
+                    checked += 1
+            else:
+                name = action.metavar or action.dest
+                assert _has_token(body, name), f"{heading}: argument {name} is not documented"
+            for choice in action.choices or ():
+                assert _has_token(body, str(choice)), f"{heading}: choice {choice!r} is not documented"
+    assert checked > 30
+    assert _has_token(_read(DOCS / "cli.md"), "--help")
+
+
+def test_exit_statuses_are_documented() -> None:
+    from airflow_metric_gate import cli
+
+    table = _sections(_read(DOCS / "cli.md"))["Exit status"]
+    codes = {getattr(cli, n) for n in dir(cli) if n.startswith("EXIT_")}
+    assert codes == {0, 1, 2, 3}
+    for code in codes:
+        assert re.search(rf"^\| `{code}` \|", table, flags=re.M), f"exit status {code} is not documented"
+
+
+def test_store_url_settings_are_documented() -> None:
+    from airflow_metric_gate.store import DEFAULT_STORE_URL, STORE_URL_ENV
+
+    text = _read(DOCS / "cli.md") + _read(DOCS / "configuration.md")
+    assert STORE_URL_ENV in text
+    assert DEFAULT_STORE_URL in text
+
+
+# -- the verdict -------------------------------------------------------------------------------
+
+
+def test_every_verdict_field_is_documented() -> None:
+    from airflow_metric_gate.schemas.verdict import CountsSchema, ResultSchema, VerdictSchema
+    from airflow_metric_gate.verdict import VERDICT_SCHEMA
+
+    page = _read(DOCS / "verdict.md")
+    sections = _sections(page)
+    top = _table_row_names(sections["Top-level fields"])
+    result = _table_row_names(sections["Result fields"])
+    for name in VerdictSchema().fields:
+        assert name in top, f"verdict field {name!r} is not in the top-level fields table"
+    for name in ResultSchema().fields:
+        assert name in result, f"result field {name!r} is not in the result fields table"
+    for name in CountsSchema().fields:
+        assert f"`{name}`" in sections["Top-level fields"], f"counts key {name!r} is not documented"
+    assert VERDICT_SCHEMA in page
+    assert "metric-gate: <series> run <run_id>: TRUSTED|NOT-TRUSTED" in page
+
+
+# -- the Airflow layer -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("module", "name"), OPERATORS)
+def test_every_operator_parameter_is_documented(module: str, name: str) -> None:
+    cls = getattr(pytest.importorskip(module), name)
+    documented = _table_row_names(_sections(_page_titled(name))["Parameters"])
+    params = [
+        p.name
+        for p in inspect.signature(cls.__init__).parameters.values()
+        if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self"
+    ]
+    assert params
+    missing = [p for p in params if p not in documented]
+    assert not missing, f"{name}: parameters missing from its page's Parameters table: {missing}"
+    for field in getattr(cls, "template_fields", ()):
+        row = re.search(rf"^\| `{re.escape(field)}` \|.*$", _page_titled(name), flags=re.M)
+        assert row and "| yes |" in row.group(0), f"{name}: {field} is templated but not documented so"
+
+
+def test_connection_settings_are_documented() -> None:
+    from airflow_metric_gate import get_provider_info
+
+    conn_id = get_provider_info()["config"]["metric_gate"]["options"]["conn_id"]["default"]
+    text = _read(DOCS / "configuration.md")
+    assert f"`{conn_id}`" in text
+    assert f"AIRFLOW_CONN_{conn_id.upper()}" in text
+    assert "AIRFLOW__METRIC_GATE__CONN_ID" in text
+
+
+# -- concepts and the store --------------------------------------------------------------------
+
+
+def test_defaults_table_matches_gate_defaults() -> None:
+    declarations = pytest.importorskip("airflow_metric_gate.declarations")
+    match = re.search(r"^### The defaults table$(.*?)^#", _read(DOCS / "concepts.md"), flags=re.M | re.S)
+    assert match, "docs/concepts.md has no '### The defaults table' section"
+    table = match.group(1)
+    rows = {
+        m.group(1): [c.strip() for c in m.group(2).split("|")]
+        for m in re.finditer(r"^\| `([^`]+)` \|(.*)\|\s*$", table, flags=re.M)
+    }
+    assert set(rows) == set(declarations.GATE_DEFAULTS), "the documented defaults table lists other metrics"
+    keys = ("rel_up", "abs_floor_up", "rel_down", "abs_floor_down")
+    for metric, entry in declarations.GATE_DEFAULTS.items():
+        steps, *values = rows[metric]
+        assert steps.strip("`") == f'"{entry["steps"]}"', f"{metric}: steps"
+        assert len(values) == len(keys), f"{metric}: the row needs one cell per constraint key"
+        for key, cell in zip(keys, values, strict=True):
+            if key in entry["constraint"]:
+                assert float(cell) == entry["constraint"][key], f"{metric}: {key}"
+            else:
+                assert cell == "(omitted)", f"{metric}: {key} is not in the table entry"
+
+
+def _schema_columns() -> dict[str, list[str]]:
+    from airflow_metric_gate.store.schema import SCHEMA_VERSION, migration_statements
+
+    tables: dict[str, list[str]] = {}
+    for version in range(1, SCHEMA_VERSION + 1):
+        for statement in migration_statements(version, "postgres"):
+            match = re.match(r"\s*CREATE TABLE IF NOT EXISTS (\w+) \((.*)\)\s*$", statement, flags=re.S)
+            if not match:
+                continue
+            for line in match.group(2).splitlines():
+                word = line.strip().split(" ", 1)[0]
+                if word and word.upper() not in ("CONSTRAINT", "UNIQUE", "PRIMARY", "FOREIGN", "CHECK"):
+                    tables.setdefault(match.group(1), []).append(word)
+    return tables
+
+
+def test_store_schema_is_documented() -> None:
+    from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
+
+    page = _read(DOCS / "store-schema.md")
+    sections = _sections(page)
+    tables = _schema_columns()
+    assert {"runs", "metric_values", SCHEMA_VERSION_TABLE} <= set(tables)
+    for table, columns in tables.items():
+        heading = "Versioning" if table == SCHEMA_VERSION_TABLE else f"`{table}`"
+        documented = _table_row_names(sections[heading])
+        missing = [c for c in columns if c not in documented]
+        assert not missing, f"store table {table}: columns missing from docs/store-schema.md: {missing}"
+    statements = "\n".join(
+        s for v in range(1, SCHEMA_VERSION + 1) for s in migration_statements(v, "postgres")
+    )
+    names = re.findall(r"(?:CREATE INDEX IF NOT EXISTS|CONSTRAINT) (\w+)", statements)
+    assert names
+    documented = _table_row_names(sections["Constraints and indexes"])
+    assert not [n for n in names if n not in documented], "an index or constraint is not documented"
+    assert "metric-gate db upgrade" in sections["Versioning"]
+
+
+def test_benchmarks_page_says_how_to_run() -> None:
+    assert "python benchmarks/run.py" in _read(DOCS / "benchmarks.md")

@@ -1,0 +1,174 @@
+"""EvaluateGateOperator: verdict to XCom first, then a table and one summary line, then enforce."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from _airflow_context import chained, context
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_metric_gate.declarations import declare
+from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
+from airflow_metric_gate.operators.persist import PersistValuesOperator
+from airflow_metric_gate.pipeline import selection_to_payload
+from airflow_metric_gate.selection import Selection
+
+CONSTRAINT = {"rel_up": 0.5, "rel_down": 0.2}
+FIRST_NIGHT = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "metric_gate.db"
+    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", f"sqlite:///{path}")
+    return path
+
+
+def _night(night: int, reward: float, *, run_type: str = "scheduled", steps: int = 3, enforce: bool = False):
+    """Persist one night's selection; return its context and what persist returned."""
+    declaration = declare("rollout/raw_reward", steps="all", constraint=CONSTRAINT, enforce=enforce)
+    selection = Selection(declaration, points=[(s, reward, s) for s in range(steps)])
+    ctx = context(
+        run_type=run_type,
+        logical_date=FIRST_NIGHT + timedelta(days=night),
+        run_id=f"{run_type}__night{night}",
+    )
+    persisted = PersistValuesOperator(
+        task_id="persist_values", series="rl-7b", selection=selection_to_payload([selection])
+    ).execute(ctx)
+    return ctx, persisted
+
+
+def _history(nights: int = 3, steps: int = 3) -> None:
+    for night in range(nights):
+        ctx, persisted = _night(night, 0.8, steps=steps)
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
+
+
+def _output(capsys) -> str:
+    captured = capsys.readouterr()
+    return captured.out + captured.err
+
+
+def test_trusted_night_pushes_verdict_and_logs_summary(db, capsys):
+    _history(2)
+    ctx, persisted = _night(2, 0.82)
+    EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
+
+    verdict = ctx["ti"].pushed["return_value"]
+    assert verdict["schema"] == "airflow-metric-gate/verdict/v1"
+    assert (verdict["trusted"], verdict["counts"]["PASS"]) == (True, 3)
+    out = _output(capsys)
+    assert f"metric-gate: rl-7b run {persisted['run_id']}: TRUSTED (3 results, 0 fail, 0 error)" in out
+    assert out.count("metric-gate: rl-7b run " + persisted["run_id"]) == 1  # one greppable line
+
+
+def test_enforced_regression_pushes_verdict_first_then_fails_without_retry(db, capsys):
+    _history()
+    ctx, persisted = _night(3, 0.4)
+    with pytest.raises(AirflowFailException) as err:
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
+
+    verdict = ctx["ti"].pushed["return_value"]  # recorded before failing
+    assert verdict["trusted"] is False and verdict["counts"]["FAIL"] == 3
+    message = str(err.value)
+    assert message.startswith(f"metric-gate: rl-7b run {persisted['run_id']}: NOT-TRUSTED (3 results, 3 fail")
+    assert "FAIL rollout/raw_reward step 0: " in message
+    assert "below" in message
+    assert "and 0 more" not in message
+    assert "Full verdict: XCom return_value of task task in DAG run scheduled__night3" in message
+    out = _output(capsys)
+    assert "STATUS" in out and "[0.64, 1.2]" in out  # the table, with the band
+    with sqlite3.connect(db) as conn:
+        status = conn.execute("SELECT status FROM runs WHERE run_id = ?", (persisted["run_id"],)).fetchone()
+    assert status == ("untrusted",)
+
+
+def test_failure_message_lists_a_few_and_counts_the_rest(db):
+    _history(steps=10)
+    ctx, persisted = _night(3, 0.4, steps=10)
+    with pytest.raises(AirflowFailException, match=r"; and 7 more\. Full verdict"):
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
+
+
+def test_not_enforced_regression_reports_and_succeeds(db, capsys):
+    _history()
+    ctx, persisted = _night(3, 0.4)
+    EvaluateGateOperator(task_id="evaluate_gate", run=persisted).execute(ctx)
+    assert ctx["ti"].pushed["return_value"]["trusted"] is False
+    assert "NOT-TRUSTED (3 results, 3 fail, 0 error)" in _output(capsys)
+
+
+def test_declaration_enforce_fails_the_task_without_operator_enforce(db):
+    _history()
+    ctx, persisted = _night(3, 0.4, enforce=True)
+    with pytest.raises(AirflowFailException):
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted).execute(ctx)
+
+
+def test_shadow_run_reports_and_succeeds_even_when_enforced(db, capsys):
+    _history()
+    ctx, persisted = _night(3, 0.4, run_type="manual")
+    EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
+    verdict = ctx["ti"].pushed["return_value"]
+    assert (verdict["role"], verdict["trusted"]) == ("shadow", False)
+    assert "Shadow run" in _output(capsys)
+
+
+def test_shadow_runs_never_feed_baselines(db):
+    _history(1)
+    ctx, persisted = _night(1, 5.0, run_type="manual")  # a wild shadow night
+    EvaluateGateOperator(task_id="evaluate_gate", run=persisted).execute(ctx)
+    ctx, persisted = _night(2, 0.8)
+    EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
+    assert ctx["ti"].pushed["return_value"]["trusted"] is True
+
+
+def test_verdict_stays_below_64_kib(db):
+    _history(1, steps=3000)
+    ctx, persisted = _night(1, 0.1, steps=3000)
+    with pytest.raises(AirflowFailException):
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
+    verdict = ctx["ti"].pushed["return_value"]
+    assert len(json.dumps(verdict).encode()) < 64 * 1024
+    assert verdict["counts"]["FAIL"] == 3000
+    assert verdict["truncated"] == 3000 - len(verdict["results"]) > 0
+
+
+def test_run_from_upstream_xcom_or_store_run_id(db):
+    _history(1)
+    ctx, persisted = _night(1, 0.8)
+    op = chained(EvaluateGateOperator, upstream_task_id="persist_values")
+    ctx["ti"].upstream[("persist_values", -1)] = persisted
+    op.execute(ctx)
+    assert ctx["ti"].pushed["return_value"]["run_id"] == persisted["run_id"]
+
+    EvaluateGateOperator(task_id="evaluate_gate", run=persisted["run_id"]).execute(ctx)
+    assert ctx["ti"].pushed["return_value"]["run_id"] == persisted["run_id"]
+
+
+def test_no_declarations_is_a_trusted_empty_verdict(db):
+    ctx = context()
+    persisted = PersistValuesOperator(
+        task_id="persist_values", series="rl-7b", selection=selection_to_payload([])
+    ).execute(ctx)
+    EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
+    verdict = ctx["ti"].pushed["return_value"]
+    assert verdict["trusted"] is True and verdict["results"] == []
+
+
+def test_unknown_store_run_fails_without_retry(db):
+    with pytest.raises(AirflowFailException, match="no run 'af-nope'"):
+        EvaluateGateOperator(task_id="evaluate_gate", run="af-nope").execute(context())
+
+
+def test_store_outage_is_retryable(monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_METRIC_GATE_DB", "postgresql://nobody@127.0.0.1:9/none?connect_timeout=2"
+    )
+    with pytest.raises(AirflowException) as err:
+        EvaluateGateOperator(task_id="evaluate_gate", run="af-x").execute(context())
+    assert not isinstance(err.value, AirflowFailException)

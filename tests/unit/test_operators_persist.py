@@ -1,0 +1,183 @@
+"""PersistValuesOperator: idempotent writes keyed on the Airflow run, roles from the run type."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime, timezone
+
+import pytest
+from _airflow_context import LOGICAL_DATE, chained, context
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_metric_gate.declarations import declare
+from airflow_metric_gate.operators.persist import PersistValuesOperator
+from airflow_metric_gate.pipeline import airflow_store_run_id, selection_to_payload
+from airflow_metric_gate.selection import Selection
+
+CONSTRAINT = {"rel_up": 0.5, "rel_down": 0.5}
+
+
+def _payload(values=(1.0, 1.1, 1.2)) -> dict:
+    declaration = declare("train/grad_norm", steps="all", constraint=CONSTRAINT)
+    points = [(step, value, step) for step, value in enumerate(values)]
+    errored = declare("rollout/raw_reward", steps="all", constraint=CONSTRAINT)
+    return selection_to_payload(
+        [Selection(declaration, points=points), Selection(errored, error="metric absent from the record")]
+    )
+
+
+@pytest.fixture
+def db(tmp_path, monkeypatch):
+    path = tmp_path / "metric_gate.db"
+    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", f"sqlite:///{path}")
+    return path
+
+
+def _query(db, sql, *params):
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def _persist(**kwargs) -> PersistValuesOperator:
+    kwargs.setdefault("selection", _payload())
+    return PersistValuesOperator(task_id="persist_values", series="rl-7b", suite="nightly-8xh100", **kwargs)
+
+
+def test_writes_run_and_values_and_returns_compact_identity(db):
+    result = _persist().execute(context(dag_id="nightly", run_id="scheduled__2026-11-30"))
+
+    run_id = airflow_store_run_id("nightly", "scheduled__2026-11-30", -1)
+    assert result == {
+        "run_id": run_id,
+        "rows": 3,
+        "errors": 1,
+        "declarations": 2,
+        "series": "rl-7b",
+        "backend": "cuda",
+        "suite": "nightly-8xh100",
+        "role": "baseline",
+        "logical_date": LOGICAL_DATE.isoformat(),
+    }
+    assert json.loads(json.dumps(result)) == result
+    assert _query(db, "SELECT step, value FROM metric_values WHERE run_id = ? ORDER BY step", run_id) == [
+        (0, 1.0),
+        (1, 1.1),
+        (2, 1.2),
+    ]
+    ((status, role, dag_id, airflow_run_id),) = _query(
+        db, "SELECT status, role, dag_id, airflow_run_id FROM runs WHERE run_id = ?", run_id
+    )
+    assert (status, role, dag_id, airflow_run_id) == (
+        "pending",
+        "baseline",
+        "nightly",
+        "scheduled__2026-11-30",
+    )
+
+
+def test_retry_or_clear_replaces_its_own_rows(db):
+    _persist(selection=_payload((1.0, 1.1, 1.2))).execute(context(try_number=1))
+    result = _persist(selection=_payload((2.0, 2.1))).execute(context(try_number=2))
+
+    assert _query(db, "SELECT COUNT(*) FROM runs") == [(1,)]
+    assert _query(db, "SELECT step, value FROM metric_values ORDER BY step") == [(0, 2.0), (1, 2.1)]
+    assert _query(db, "SELECT try_number FROM runs WHERE run_id = ?", result["run_id"]) == [(2,)]
+
+
+def test_mapped_task_instances_are_distinct_runs(db):
+    first = _persist().execute(context(map_index=0))
+    second = _persist().execute(context(map_index=1))
+    again = _persist().execute(context(map_index=1, try_number=2))
+
+    assert first["run_id"] != second["run_id"] == again["run_id"]
+    assert _query(db, "SELECT COUNT(*) FROM runs") == [(2,)]
+    assert _query(db, "SELECT COUNT(*) FROM metric_values") == [(6,)]
+
+
+@pytest.mark.parametrize(
+    ("run_type", "role", "expected"),
+    [
+        ("scheduled", "auto", "baseline"),
+        ("backfill", "auto", "baseline"),
+        ("manual", "auto", "shadow"),
+        ("asset_triggered", "auto", "shadow"),
+        ("manual", "baseline", "baseline"),
+        ("scheduled", "shadow", "shadow"),
+        ("manual", "", "shadow"),  # what a template renders for an empty param
+    ],
+)
+def test_role_from_run_type_unless_overridden(db, run_type, role, expected):
+    result = _persist(role=role).execute(context(run_type=run_type))
+    assert result["role"] == expected
+    assert _query(db, "SELECT role FROM runs") == [(expected,)]
+
+
+def test_unknown_role_fails_without_retry(db):
+    with pytest.raises(AirflowFailException, match="role"):
+        _persist(role="prod").execute(context())
+
+
+def test_run_without_logical_date_uses_run_after(db):
+    ctx = context(run_type="manual", logical_date=None)
+    ctx["dag_run"].run_after = datetime(2026, 12, 1, 6, 30, tzinfo=timezone.utc)
+    assert _persist().execute(ctx)["logical_date"] == "2026-12-01T06:30:00+00:00"
+
+
+def test_provenance_is_kept(db):
+    _persist(commit_sha="abc123", training_job_id="job-42", provenance={"cluster": "h100-a"}).execute(
+        context()
+    )
+    ((commit, job, provenance),) = _query(db, "SELECT commit_sha, training_job_id, provenance FROM runs")
+    assert (commit, job) == ("abc123", "job-42")
+    assert json.loads(provenance)["cluster"] == "h100-a"
+
+
+def test_selection_from_upstream_xcom(db):
+    op = chained(PersistValuesOperator, upstream_task_id="select_steps", series="rl-7b")
+    assert op.execute(context(upstream={("select_steps", -1): _payload()}))["rows"] == 3
+
+
+def test_mapped_selection_is_read_at_the_same_map_index(db):
+    op = chained(PersistValuesOperator, upstream_task_id="select_steps", series="rl-7b")
+    upstream = {("select_steps", 0): _payload((1.0,)), ("select_steps", 1): _payload((1.0, 2.0))}
+    assert op.execute(context(map_index=1, upstream=upstream))["rows"] == 2
+
+
+def test_no_declarations_stores_nothing(db):
+    result = _persist(selection=selection_to_payload([])).execute(context())
+    assert (result["declarations"], result["rows"]) == (0, 0)
+    assert not db.exists()
+
+
+def test_garbage_selection_fails_without_retry(db):
+    with pytest.raises(AirflowFailException, match="selection"):
+        _persist(selection={"rows": 3}).execute(context())
+
+
+def test_store_outage_is_retryable(monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_METRIC_GATE_DB", "postgresql://nobody@127.0.0.1:9/none?connect_timeout=2"
+    )
+    with pytest.raises(AirflowException, match="unavailable") as err:
+        _persist().execute(context())
+    assert not isinstance(err.value, AirflowFailException)
+
+
+def test_connection_of_the_wrong_type_fails_without_retry(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", "http://example.com")
+    with pytest.raises(AirflowFailException, match="needs a postgres connection"):
+        _persist().execute(context())
+
+
+def test_conn_id_parameter_picks_the_connection(tmp_path, monkeypatch):
+    path = tmp_path / "other.db"
+    monkeypatch.setenv("AIRFLOW_CONN_OTHER_STORE", f"sqlite:///{path}")
+    _persist(conn_id="other_store").execute(context())
+    assert _query(path, "SELECT COUNT(*) FROM metric_values") == [(3,)]
+
+
+def test_templated_fields():
+    assert {"selection", "series", "backend", "suite", "role", "conn_id"} <= set(
+        PersistValuesOperator.template_fields
+    )

@@ -1,0 +1,127 @@
+"""SelectStepsOperator: declarations from a gates file or the DAG file, compact selection out."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from _airflow_context import chained, context
+from airflow.sdk import DAG
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_metric_gate.declarations import declare
+from airflow_metric_gate.operators.select import SelectStepsOperator
+from airflow_metric_gate.pipeline import payload_to_selection
+
+CONSTRAINT = {"rel_up": 0.5, "rel_down": 0.5}
+
+
+@pytest.fixture
+def record(tmp_path):
+    path = tmp_path / "night.jsonl"
+    path.write_text(
+        json.dumps({"metric": "train/grad_norm", "series": [[0, 1.0], [1, 1.1], [2, 1.2]]})
+        + "\n"
+        + json.dumps({"metric": "rollout/raw_reward", "series": [[0, 0.5], [1, 0.7]]})
+        + "\n"
+    )
+    return path
+
+
+@pytest.fixture
+def gates_file(tmp_path):
+    path = tmp_path / "gates.yaml"
+    path.write_text(
+        "gates:\n  - metric_key: train/grad_norm\n  - metric_key: rollout/raw_reward\n    steps: last\n"
+    )
+    return path
+
+
+def test_gates_file_selection_is_compact_json(record, gates_file):
+    payload = SelectStepsOperator(task_id="select", record=str(record), gates_file=str(gates_file)).execute(
+        context()
+    )
+    assert json.loads(json.dumps(payload)) == payload
+    assert payload["location"] == str(record)
+    selections = payload_to_selection(payload)
+    assert [s.declaration.metric_key for s in selections] == ["train/grad_norm", "rollout/raw_reward"]
+    assert [p[:2] for p in selections[0].points] == [(0, 1.0), (1, 1.1), (2, 1.2)]
+    assert [p[:2] for p in selections[1].points] == [(-1, 0.7)]
+
+
+def test_gates_written_in_the_dag_file(record):
+    gates = [
+        {"metric_key": "rollout/raw_reward", "steps": [1], "constraint": CONSTRAINT},
+        declare("train/grad_norm", steps=[0, 2], constraint=CONSTRAINT),
+    ]
+    payload = SelectStepsOperator(task_id="select", record=str(record), gates=gates).execute(context())
+    selections = payload_to_selection(payload)
+    assert [(s.declaration.metric_key, [p[0] for p in s.points]) for s in selections] == [
+        ("rollout/raw_reward", [1]),
+        ("train/grad_norm", [0, 2]),
+    ]
+
+
+def test_defaults_extend_the_table_for_new_metrics(record):
+    defaults = {"rollout/raw_reward": {"steps": [0], "constraint": CONSTRAINT}}
+    payload = SelectStepsOperator(
+        task_id="select", record=str(record), gates=[{"metric_key": "rollout/raw_reward"}], defaults=defaults
+    ).execute(context())
+    (selection,) = payload_to_selection(payload)
+    assert [p[:2] for p in selection.points] == [(0, 0.5)]
+
+
+def test_record_and_format_from_upstream_ingest_summary(tmp_path, gates_file):
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"step": 0, "train/grad_norm": 1.0, "rollout/raw_reward": 0.5}) + "\n")
+    summary = {"location": str(rows), "format": "rows", "metrics": 2, "points": 2, "files": 1}
+    op = chained(SelectStepsOperator, upstream_task_id="ingest_record", gates_file=str(gates_file))
+    payload = op.execute(context(upstream={("ingest_record", -1): summary}))
+    assert [s.declaration.metric_key for s in payload_to_selection(payload)] == [
+        "train/grad_norm",
+        "rollout/raw_reward",
+    ]
+
+
+def test_relative_gates_file_is_found_beside_the_dag_file(tmp_path, record, gates_file):
+    with DAG(dag_id="relative_gates", schedule=None) as dag:
+        op = SelectStepsOperator(task_id="select", record=str(record), gates_file=gates_file.name)
+    dag.fileloc = str(tmp_path / "my_dag.py")
+    assert len(op.execute(context())["gates"]) == 2
+
+
+def test_declaration_that_cannot_select_travels_on_as_an_error(record):
+    gates = [{"metric_key": "train/absent", "steps": "all", "constraint": CONSTRAINT}]
+    payload = SelectStepsOperator(task_id="select", record=str(record), gates=gates).execute(context())
+    (selection,) = payload_to_selection(payload)
+    assert selection.points == []
+    assert selection.error == "metric 'train/absent' is absent from the record"
+
+
+@pytest.mark.parametrize(
+    "gates",
+    [
+        [{"metric_key": "train/grad_norm", "steps": None}],
+        [{"metric_key": "my/metric"}],  # no defaults entry
+        [{"metric_key": "train/grad_norm", "constraint": {"direction": "up"}}],
+    ],
+)
+def test_invalid_declarations_fail_without_retry(record, gates):
+    with pytest.raises(AirflowFailException, match="invalid gate declarations"):
+        SelectStepsOperator(task_id="select", record=str(record), gates=gates).execute(context())
+
+
+def test_missing_gates_file_fails_without_retry(record, tmp_path):
+    with pytest.raises(AirflowFailException, match="no such gates file"):
+        SelectStepsOperator(
+            task_id="select", record=str(record), gates_file=str(tmp_path / "x.yaml")
+        ).execute(context())
+
+
+def test_no_declarations_source_is_an_error(record):
+    with pytest.raises(AirflowFailException, match="gates_file= or gates="):
+        SelectStepsOperator(task_id="select", record=str(record)).execute(context())
+
+
+def test_templated_fields():
+    assert set(SelectStepsOperator.template_fields) == {"record", "gates_file", "format", "storage_conn_id"}
