@@ -68,8 +68,7 @@ def validate_marker(marker: Any) -> None:
 def _has_data(path: Any) -> bool:
     if path.is_dir():
         return any(
-            is_data_file_name(child.name) and child.is_file() and child.stat().st_size > 0
-            for child in path.iterdir()
+            is_data_file_name(child.name) and child.is_file() and child.stat().st_size > 0 for child in path.iterdir()
         )
     return path.stat().st_size > 0
 

@@ -91,9 +91,7 @@ with DAG(
             description="Gates file (YAML, JSON, or Python with register_ci_gate calls); relative "
             "paths start at this DAG file's folder.",
         ),
-        "series": Param(
-            "rl-finetune", type="string", description="Training job whose nights are comparable."
-        ),
+        "series": Param("rl-finetune", type="string", description="Training job whose nights are comparable."),
         "backend": Param("cuda", type="string", description="Hardware backend."),
         "suite": Param("nightly-8xh100", type="string", description="Schedule or cluster."),
         "role": Param(

@@ -56,8 +56,7 @@ def upstream_value(operator: BaseOperator, context: Context, what: str) -> Any:
         value = ti.xcom_pull(task_ids=upstream[0], map_indexes=-1)
     if value is None:
         raise AirflowFailException(
-            f"{operator.task_id}: {what} was not given and upstream task {upstream[0]!r} pushed no XCom "
-            "return_value"
+            f"{operator.task_id}: {what} was not given and upstream task {upstream[0]!r} pushed no XCom return_value"
         )
     return value
 
@@ -67,9 +66,7 @@ def resolve_conn_id(conn_id: str | None) -> str:
 
     :param conn_id: the operator's ``conn_id``.
     """
-    return (
-        optional(conn_id) or conf.get("metric_gate", "conn_id", fallback=DEFAULT_CONN_ID) or DEFAULT_CONN_ID
-    )
+    return optional(conn_id) or conf.get("metric_gate", "conn_id", fallback=DEFAULT_CONN_ID) or DEFAULT_CONN_ID
 
 
 def open_metric_store(conn_id: str) -> MetricStore:

@@ -94,13 +94,9 @@ class EvaluateGateOperator(BaseOperator):
             return empty_verdict(identity, info, enforce=bool(self.enforce))
         run_id = run.get("run_id") if isinstance(run, Mapping) else optional(run)
         if not isinstance(run_id, str):
-            raise AirflowFailException(
-                f"{self.task_id}: run must be a store run id or PersistValuesOperator's output"
-            )
+            raise AirflowFailException(f"{self.task_id}: run must be a store run id or PersistValuesOperator's output")
         if self.aggregate not in AGGREGATES:
-            raise AirflowFailException(
-                f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}"
-            )
+            raise AirflowFailException(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
         with store_errors(self.task_id):
             with open_metric_store(resolve_conn_id(self.conn_id)) as store:
                 return evaluate(
@@ -138,13 +134,9 @@ class EvaluateGateOperator(BaseOperator):
         if not verdict["blocking"]:
             return
         if verdict["role"] == "shadow":
-            self.log.warning(
-                "Shadow run: %s enforced FAIL/ERROR result(s) reported, not enforced", verdict["blocking"]
-            )
+            self.log.warning("Shadow run: %s enforced FAIL/ERROR result(s) reported, not enforced", verdict["blocking"])
             return
-        enforced = [
-            r for r in verdict["results"] if r["status"] in (FAIL, ERROR) and not r.get("allowlist_reason")
-        ]
+        enforced = [r for r in verdict["results"] if r["status"] in (FAIL, ERROR) and not r.get("allowlist_reason")]
         shown = [_describe(r) for r in enforced[:MESSAGE_RESULTS]]
         more = verdict["blocking"] - len(shown)
         raise AirflowFailException(

@@ -73,9 +73,7 @@ class IngestRecordOperator(BaseOperator):
         if location is None:
             raise AirflowFailException(f"{self.task_id}: no record location given")
         if self.format not in RECORD_FORMATS:
-            raise AirflowFailException(
-                f"format must be one of {', '.join(RECORD_FORMATS)}, got {self.format!r}"
-            )
+            raise AirflowFailException(f"format must be one of {', '.join(RECORD_FORMATS)}, got {self.format!r}")
         path = ObjectStoragePath(location, conn_id=optional(self.storage_conn_id))
         self.log.info("Reading training record %s (format %s)", location, self.format)
         try:

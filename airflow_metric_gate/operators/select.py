@@ -102,9 +102,7 @@ class SelectStepsOperator(BaseOperator):
 
         :param context: the task context.
         """
-        upstream = (
-            self.record if optional(self.record) is not None else upstream_value(self, context, "record")
-        )
+        upstream = self.record if optional(self.record) is not None else upstream_value(self, context, "record")
         location = record_location(upstream)
         if location is None:
             raise AirflowFailException(f"{self.task_id}: no record location given")

@@ -41,9 +41,7 @@ def _report(dag_id: str, run_id: str | None) -> dict[str, Any]:
         tis = session.scalars(
             select(TaskInstance).where(TaskInstance.dag_id == dag_id, TaskInstance.run_id == dag_run.run_id)
         ).all()
-        xcoms = session.scalars(
-            XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_id, key="return_value")
-        ).all()
+        xcoms = session.scalars(XComModel.get_many(run_id=dag_run.run_id, dag_ids=dag_id, key="return_value")).all()
 
         def name(task_id: str, map_index: int) -> str:
             return task_id if map_index < 0 else f"{task_id}[{map_index}]"
@@ -51,13 +49,10 @@ def _report(dag_id: str, run_id: str | None) -> dict[str, Any]:
         return {
             "dag_id": dag_id,
             "run_id": dag_run.run_id,
-            "run_type": str(
-                dag_run.run_type.value if hasattr(dag_run.run_type, "value") else dag_run.run_type
-            ),
+            "run_type": str(dag_run.run_type.value if hasattr(dag_run.run_type, "value") else dag_run.run_type),
             "state": str(dag_run.state),
             "tasks": {
-                name(ti.task_id, ti.map_index): {"state": str(ti.state), "try_number": ti.try_number}
-                for ti in tis
+                name(ti.task_id, ti.map_index): {"state": str(ti.state), "try_number": ti.try_number} for ti in tis
             },
             "xcom": {name(x.task_id, x.map_index): XComModel.deserialize_value(x) for x in xcoms},
         }

@@ -138,9 +138,7 @@ class AirflowEnv:
             if line.startswith(RESULT_PREFIX):
                 payload = json.loads(line[len(RESULT_PREFIX) :])
         if proc.returncode != 0 or payload is None or "error" in payload:
-            pytest.fail(
-                f"DAG runner {command} failed (exit {proc.returncode}): {payload}\n{proc.stdout[-8000:]}"
-            )
+            pytest.fail(f"DAG runner {command} failed (exit {proc.returncode}): {payload}\n{proc.stdout[-8000:]}")
         return DagRunResult(
             state=payload["state"],
             run_id=payload["run_id"],
@@ -203,11 +201,7 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> AirflowEnv:
             "kwargs": {"path": str(scratch)},
         },
     ]
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_"))
-    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_"))}
     env.update(
         {
             "AIRFLOW_HOME": str(home),

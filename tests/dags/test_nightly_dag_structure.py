@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.util
+from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -45,3 +48,18 @@ def test_scheduled_runs_fail_loudly(dag):
 def test_doc_tells_on_call_how_to_read_a_failure(dag):
     assert "metric-gate: <series> run <id>: NOT-TRUSTED" in dag.doc_md
     assert "XCom `return_value`" in dag.doc_md
+
+
+@pytest.mark.parametrize(
+    ("night", "logical_date", "expected"),
+    [
+        ("", datetime(2026, 11, 30, tzinfo=timezone.utc), "/records/2026-11-30"),
+        ("", None, "/records/2026-12-01"),  # an Airflow 3 manual run may have no logical date
+        ("2026-11-02", datetime(2026, 11, 30, tzinfo=timezone.utc), "/records/2026-11-02"),
+    ],
+)
+def test_record_path_is_the_nights_folder(dag, night, logical_date, expected):
+    sensor = copy.deepcopy(dag.get_task("wait_for_record"))  # rendering is in place
+    dag_run = SimpleNamespace(logical_date=logical_date, run_after=datetime(2026, 12, 1, 6, tzinfo=timezone.utc))
+    sensor.render_template_fields({"params": {"record_root": "/records", "night": night}, "dag_run": dag_run})
+    assert sensor.path == expected

@@ -27,9 +27,7 @@ def _write_night(root, day: str, *, reward: float = 0.8) -> None:
     for rank in range(2):
         steps = range(rank, 4, 2)
         lines = [{"metric": m, "series": [[s, v] for s in steps]} for m, v in values.items()]
-        lines.append(
-            {"metric": "rollout/tito_session_mismatch_rate/v1/assistant_text", "series": [[3, 0.01]]}
-        )
+        lines.append({"metric": "rollout/tito_session_mismatch_rate/v1/assistant_text", "series": [[3, 0.01]]})
         (night / f"rank{rank}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (night / "_SUCCESS").touch()
 
@@ -50,9 +48,7 @@ def _conf(root, **extra):
 
 def _run(airflow_env, nights, day, **conf):
     root, _, env = nights
-    return airflow_env.dag_test(
-        DAG_ID, conf=_conf(root, **conf), logical_date=f"{day}T00:00:00+00:00", env=env
-    )
+    return airflow_env.dag_test(DAG_ID, conf=_conf(root, **conf), logical_date=f"{day}T00:00:00+00:00", env=env)
 
 
 def _rows(db, run_id):

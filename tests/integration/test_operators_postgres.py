@@ -41,9 +41,7 @@ def gate(pg_url, tmp_path, monkeypatch):
     """Run the four operators for one night, each fed the previous one's output."""
     monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", pg_url)
     gates = tmp_path / "gates.yaml"
-    gates.write_text(
-        "gates:\n  - metric_key: rollout/raw_reward\n    enforce: true\n  - metric_key: train/grad_norm\n"
-    )
+    gates.write_text("gates:\n  - metric_key: rollout/raw_reward\n    enforce: true\n  - metric_key: train/grad_norm\n")
 
     def run(night: int, reward: float, *, try_number: int = 1):
         record = tmp_path / f"night{night}.jsonl"
@@ -55,9 +53,7 @@ def gate(pg_url, tmp_path, monkeypatch):
         ti = _TI(night, try_number)
         ctx = {"ti": ti, "dag_run": _DagRun(night), "logical_date": _DagRun(night).logical_date}
         summary = IngestRecordOperator(task_id="ingest_record", location=str(record)).execute(ctx)
-        selection = SelectStepsOperator(
-            task_id="select_steps", record=summary, gates_file=str(gates)
-        ).execute(ctx)
+        selection = SelectStepsOperator(task_id="select_steps", record=summary, gates_file=str(gates)).execute(ctx)
         persisted = PersistValuesOperator(
             task_id="persist_values", series="rl-7b", suite="nightly-8xh100", selection=selection
         ).execute(ctx)

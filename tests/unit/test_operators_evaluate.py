@@ -166,9 +166,7 @@ def test_unknown_store_run_fails_without_retry(db):
 
 
 def test_store_outage_is_retryable(monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_METRIC_GATE_DB", "postgresql://nobody@127.0.0.1:9/none?connect_timeout=2"
-    )
+    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", "postgresql://nobody@127.0.0.1:9/none?connect_timeout=2")
     with pytest.raises(AirflowException) as err:
         EvaluateGateOperator(task_id="evaluate_gate", run="af-x").execute(context())
     assert not isinstance(err.value, AirflowFailException)

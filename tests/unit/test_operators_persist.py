@@ -125,9 +125,7 @@ def test_run_without_logical_date_uses_run_after(db):
 
 
 def test_provenance_is_kept(db):
-    _persist(commit_sha="abc123", training_job_id="job-42", provenance={"cluster": "h100-a"}).execute(
-        context()
-    )
+    _persist(commit_sha="abc123", training_job_id="job-42", provenance={"cluster": "h100-a"}).execute(context())
     ((commit, job, provenance),) = _query(db, "SELECT commit_sha, training_job_id, provenance FROM runs")
     assert (commit, job) == ("abc123", "job-42")
     assert json.loads(provenance)["cluster"] == "h100-a"
@@ -156,9 +154,7 @@ def test_garbage_selection_fails_without_retry(db):
 
 
 def test_store_outage_is_retryable(monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_METRIC_GATE_DB", "postgresql://nobody@127.0.0.1:9/none?connect_timeout=2"
-    )
+    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", "postgresql://nobody@127.0.0.1:9/none?connect_timeout=2")
     with pytest.raises(AirflowException, match="unavailable") as err:
         _persist().execute(context())
     assert not isinstance(err.value, AirflowFailException)
@@ -178,6 +174,4 @@ def test_conn_id_parameter_picks_the_connection(tmp_path, monkeypatch):
 
 
 def test_templated_fields():
-    assert {"selection", "series", "backend", "suite", "role", "conn_id"} <= set(
-        PersistValuesOperator.template_fields
-    )
+    assert {"selection", "series", "backend", "suite", "role", "conn_id"} <= set(PersistValuesOperator.template_fields)

@@ -31,16 +31,12 @@ def record(tmp_path):
 @pytest.fixture
 def gates_file(tmp_path):
     path = tmp_path / "gates.yaml"
-    path.write_text(
-        "gates:\n  - metric_key: train/grad_norm\n  - metric_key: rollout/raw_reward\n    steps: last\n"
-    )
+    path.write_text("gates:\n  - metric_key: train/grad_norm\n  - metric_key: rollout/raw_reward\n    steps: last\n")
     return path
 
 
 def test_gates_file_selection_is_compact_json(record, gates_file):
-    payload = SelectStepsOperator(task_id="select", record=str(record), gates_file=str(gates_file)).execute(
-        context()
-    )
+    payload = SelectStepsOperator(task_id="select", record=str(record), gates_file=str(gates_file)).execute(context())
     assert json.loads(json.dumps(payload)) == payload
     assert payload["location"] == str(record)
     selections = payload_to_selection(payload)
@@ -113,9 +109,9 @@ def test_invalid_declarations_fail_without_retry(record, gates):
 
 def test_missing_gates_file_fails_without_retry(record, tmp_path):
     with pytest.raises(AirflowFailException, match="no such gates file"):
-        SelectStepsOperator(
-            task_id="select", record=str(record), gates_file=str(tmp_path / "x.yaml")
-        ).execute(context())
+        SelectStepsOperator(task_id="select", record=str(record), gates_file=str(tmp_path / "x.yaml")).execute(
+            context()
+        )
 
 
 def test_no_declarations_source_is_an_error(record):

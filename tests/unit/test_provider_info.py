@@ -27,11 +27,7 @@ def test_provider_info_matches_the_distribution():
 
 
 def test_entry_point_is_registered():
-    (ep,) = [
-        ep
-        for ep in entry_points(group="apache_airflow_provider")
-        if ep.value.startswith("airflow_metric_gate")
-    ]
+    (ep,) = [ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("airflow_metric_gate")]
     assert ep.load() is get_provider_info
 
 

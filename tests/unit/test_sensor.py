@@ -215,16 +215,13 @@ def test_execute_complete_timeout_fails_with_the_reason():
     }
     with pytest.raises(AirflowSensorTimeout) as err:
         sensor.execute_complete({}, event)
-    assert (
-        "Timed out after 3600s waiting for the training record: the record /data/night does not exist"
-        in str(err.value)
+    assert "Timed out after 3600s waiting for the training record: the record /data/night does not exist" in str(
+        err.value
     )
 
 
 def test_execute_complete_error_is_retryable():
     sensor = _sensor("/data/night", deferrable=True)
     with pytest.raises(AirflowException, match="permission denied") as err:
-        sensor.execute_complete(
-            {}, {"status": "error", "location": "/data/night", "message": "permission denied"}
-        )
+        sensor.execute_complete({}, {"status": "error", "location": "/data/night", "message": "permission denied"})
     assert not isinstance(err.value, (AirflowFailException, AirflowSensorTimeout))

@@ -1,0 +1,34 @@
+"""The benchmark runs end to end at smoke scale (figures are checked for presence, never for speed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PG_ADMIN_URL = os.environ.get("METRIC_GATE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+@pytest.mark.postgres
+def test_benchmark_smoke_run_writes_every_figure(tmp_path, pg_database_url):
+    # pg_database_url: fails (or skips) like every Postgres test when the server is down
+    output = tmp_path / "figures.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--scale", "smoke", "--pg-url", PG_ADMIN_URL,
+         "--output", str(output)],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=900,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    figures = json.loads(output.read_text())
+    for key in ("ingest_vs_parse", "ingest_memory_growth_vs_record_growth", "persist_vs_copy",
+                "persist_vs_insert_rows", "evaluate_vs_limit", "evaluate_speedup_vs_per_coordinate",
+                "evaluate_growth_120_vs_30", "dag_nightly_vs_noop"):
+        assert figures[key] > 0, key
+    assert {t["figure"] for t in figures["targets"]} >= {"persist_vs_copy", "evaluate_vs_limit"}
+    assert "figure" in proc.stdout and "persist_vs_copy" in proc.stdout
