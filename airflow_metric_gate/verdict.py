@@ -14,7 +14,8 @@ XCOM_MAX_BYTES = 60_000
 
 
 def _encoded_size(verdict: dict) -> int:
-    return len(json.dumps(verdict, separators=(",", ":")).encode())
+    # json.dumps defaults (", " and ": "): the larger of the usual encodings, so any consumer's copy fits.
+    return len(json.dumps(verdict).encode())
 
 
 def build_verdict(
