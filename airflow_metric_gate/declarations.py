@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 from marshmallow import ValidationError
 
+from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.schemas.declarations import (
     CONSTRAINT_KEYS,
     DOWN_KEYS,
@@ -90,7 +91,7 @@ GATE_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 )
 
 
-class DeclarationError(ValueError):
+class DeclarationError(LocatedError):
     """A gate declaration or gates file is invalid; the message names where and which field.
 
     :param message: what is wrong (including which gate, when known).
@@ -98,29 +99,6 @@ class DeclarationError(ValueError):
     :param line: the 1-based line number, if known.
     :param field: the declaration field or ``register_ci_gate`` argument concerned, if any.
     """
-
-    def __init__(
-        self, message: str, *, path: str | None = None, line: int | None = None, field: str | None = None
-    ) -> None:
-        self.message = message
-        self.path = path
-        self.line = line
-        self.field = field
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        if self.path is None:
-            return self.message
-        if self.line is None:
-            return f"{self.path}: {self.message}"
-        return f"{self.path}:{self.line}: {self.message}"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuild_declaration_error, (self.message, self.path, self.line, self.field)
-
-
-def _rebuild_declaration_error(message: str, path: str | None, line: int | None, field: str | None) -> Any:
-    return DeclarationError(message, path=path, line=line, field=field)
 
 
 def canonical_key(literal: Any) -> str:

@@ -114,10 +114,10 @@ def selection_to_payload(selections: Sequence[Selection]) -> dict:
         if s.error is not None:
             entry["error"] = s.error
         else:
-            entry["steps"] = [p[0] for p in s.points]
-            entry["values"] = [p[1] for p in s.points]
+            entry["steps"] = s.steps
+            entry["values"] = s.values
             if s.declaration.steps == "last":
-                entry["at_step"] = s.points[0][2]
+                entry["at_step"] = s.at_steps[0]
         gates.append(entry)
     return {"version": SELECTION_PAYLOAD_VERSION, "gates": gates}
 
@@ -135,12 +135,10 @@ def payload_to_selection(payload: Mapping) -> list[Selection]:
         if "error" in entry:
             selections.append(Selection(declaration, error=entry["error"]))
             continue
-        at = entry.get("at_step")
-        points = [
-            (step, float(value), at if declaration.steps == "last" else step)
-            for step, value in zip(entry["steps"], entry["values"])
-        ]
-        selections.append(Selection(declaration, points=points))
+        steps = list(entry["steps"])
+        values = [float(v) for v in entry["values"]]
+        at_steps = [entry.get("at_step")] * len(steps) if declaration.steps == "last" else steps
+        selections.append(Selection(declaration, steps=steps, values=values, at_steps=at_steps))
     return selections
 
 
@@ -182,7 +180,7 @@ def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selectio
                            "constraint_key": d.constraint_key, "message": s.error})
             ordinal += 1
             continue
-        for step, value, at_step in s.points:
+        for step, value, at_step in zip(s.steps, s.values, s.at_steps):
             values.append(ValueRow(ordinal, d.metric_key, d.steps_key, d.constraint_key, step, value, at_step))
             ordinal += 1
     row = RunRow(

@@ -20,6 +20,7 @@ from typing import Any
 
 from marshmallow import ValidationError
 
+from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.schemas.records import (
     format_errors,
     load_rows_line,
@@ -33,33 +34,13 @@ RECORD_FORMATS = ("series", "rows")
 Point = tuple[int | None, object]
 
 
-class RecordError(ValueError):
+class RecordError(LocatedError):
     """A record cannot be read; the message names the file and line.
 
     :param message: what is wrong.
     :param path: the file (or location) concerned, if any.
     :param line: the 1-based line number, if any.
     """
-
-    def __init__(self, message: str, *, path: str | None = None, line: int | None = None) -> None:
-        self.message = message
-        self.path = path
-        self.line = line
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        if self.path is None:
-            return self.message
-        if self.line is None:
-            return f"{self.path}: {self.message}"
-        return f"{self.path}:{self.line}: {self.message}"
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return _rebuild_record_error, (self.message, self.path, self.line)
-
-
-def _rebuild_record_error(message: str, path: str | None, line: int | None) -> RecordError:
-    return RecordError(message, path=path, line=line)
 
 
 class Record:
@@ -153,10 +134,9 @@ def _json_error(err: ValueError) -> str:
     return f"not valid JSON: {err}"
 
 
-def _read_series(fh: Any, name: str, metrics: dict[str, list[Point]]) -> int:
+def _loaded_lines(fh: Any, name: str, load_line: Any) -> Iterator[Any]:
+    """Yield each non-blank line of a file as ``load_line`` validated it; errors name file and line."""
     loads = json.loads
-    load_line = load_series_line
-    lines = 0
     for lineno, raw in enumerate(fh, 1):
         try:
             obj = loads(raw)
@@ -165,9 +145,15 @@ def _read_series(fh: Any, name: str, metrics: dict[str, list[Point]]) -> int:
                 continue
             raise RecordError(_json_error(err), path=name, line=lineno) from None
         try:
-            metric, points = load_line(obj, may_hold_markers(raw))
+            loaded = load_line(obj, may_hold_markers(raw))
         except ValidationError as err:
             raise RecordError(format_errors(err.messages), path=name, line=lineno) from None
+        yield loaded
+
+
+def _read_series(fh: Any, name: str, metrics: dict[str, list[Point]]) -> int:
+    lines = 0
+    for metric, points in _loaded_lines(fh, name, load_series_line):
         existing = metrics.get(metric)
         if existing is None:
             metrics[metric] = points
@@ -178,22 +164,10 @@ def _read_series(fh: Any, name: str, metrics: dict[str, list[Point]]) -> int:
 
 
 def _read_rows(fh: Any, name: str, metrics: dict[str, list[Point]]) -> int:
-    loads = json.loads
-    load_line = load_rows_line
     by_metric: defaultdict[str, list[Point]] = defaultdict(list)
     by_metric.update(metrics)
     lines = 0
-    for lineno, raw in enumerate(fh, 1):
-        try:
-            obj = loads(raw)
-        except ValueError as err:
-            if not raw.strip():
-                continue
-            raise RecordError(_json_error(err), path=name, line=lineno) from None
-        try:
-            step, values = load_line(obj, may_hold_markers(raw))
-        except ValidationError as err:
-            raise RecordError(format_errors(err.messages), path=name, line=lineno) from None
+    for step, values in _loaded_lines(fh, name, load_rows_line):
         for metric, value in values:
             by_metric[metric].append((step, value))
         lines += 1

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from operator import itemgetter
 
 from airflow_metric_gate.declarations import GateDeclaration
@@ -19,19 +18,60 @@ from airflow_metric_gate.records import Record, gc_paused
 LAST_STEP = -1
 
 
-@dataclass
 class Selection:
     """The values one declaration selected from a record, or why it could not select any.
+
+    Values are kept as parallel lists (stored step, value, real step), the form they are stored and
+    sent through XCom in; :attr:`points` gives them as triples.
 
     :param declaration: the resolved declaration.
     :param points: ``(stored_step, value, at_step)`` triples in selection order; ``at_step`` is the
         point's real step (it differs from ``stored_step`` only under ``"last"``).
     :param error: why the declaration selected nothing, or ``None``.
+    :param steps: instead of ``points``: the stored steps.
+    :param values: instead of ``points``: the values, parallel to ``steps``.
+    :param at_steps: instead of ``points``: the real steps (default: ``steps``).
     """
 
-    declaration: GateDeclaration
-    points: list[tuple[int, float, int | None]] = field(default_factory=list)
-    error: str | None = None
+    __slots__ = ("declaration", "steps", "values", "at_steps", "error")
+
+    def __init__(
+        self,
+        declaration: GateDeclaration,
+        points: Sequence[tuple[int, float, int | None]] | None = None,
+        error: str | None = None,
+        *,
+        steps: list[int] | None = None,
+        values: list[float] | None = None,
+        at_steps: list[int | None] | None = None,
+    ) -> None:
+        if points is not None:
+            steps = [p[0] for p in points]
+            values = [p[1] for p in points]
+            at_steps = [p[2] for p in points]
+        self.declaration = declaration
+        self.steps: list[int] = steps if steps is not None else []
+        self.values: list[float] = values if values is not None else []
+        self.at_steps: list[int | None] = at_steps if at_steps is not None else self.steps
+        self.error = error
+
+    @property
+    def points(self) -> list[tuple[int, float, int | None]]:
+        """The selected values as ``(stored_step, value, at_step)`` triples."""
+        return list(zip(self.steps, self.values, self.at_steps))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Selection):
+            return NotImplemented
+        return (self.declaration, self.steps, self.values, self.at_steps, self.error) == (
+            other.declaration, other.steps, other.values, other.at_steps, other.error)
+
+    def __repr__(self) -> str:
+        state = f"error={self.error!r}" if self.error else f"{len(self.steps)} value(s)"
+        return f"Selection({self.declaration.metric_key!r}, {state})"
 
 
 def is_numeric(value: object) -> bool:
@@ -57,46 +97,49 @@ def _fmt_step(step: int | None) -> str:
     return "null" if step is None else str(step)
 
 
-def _select_last(numeric: list[tuple[int | None, float]]) -> tuple[list, str | None]:
+_Columns = tuple[list, list, list]
+_NONE: _Columns = ([], [], [])
+
+
+def _select_last(numeric: list[tuple[int | None, float]]) -> tuple[_Columns, str | None]:
     step, value = numeric[-1]
     if not math.isfinite(value):
-        return [], f"last numeric point (step {_fmt_step(step)}) is not finite: {value!r}"
-    return [(LAST_STEP, value, step)], None
+        return _NONE, f"last numeric point (step {_fmt_step(step)}) is not finite: {value!r}"
+    return ([LAST_STEP], [value], [step]), None
 
 
-def _select_all(numeric: list[tuple[int | None, float]]) -> tuple[list, str | None]:
+def _select_all(numeric: list[tuple[int | None, float]]) -> tuple[_Columns, str | None]:
     steps = list(map(_step, numeric))
     values = list(map(_value, numeric))
     if None in steps:
-        return [], 'a numeric point has no step (null) under steps "all"'
+        return _NONE, 'a numeric point has no step (null) under steps "all"'
     if len(set(steps)) != len(steps):
         seen: set[int] = set()
         duplicate = next(s for s in steps if s in seen or seen.add(s))  # type: ignore[func-returns-value]
-        return [], f'step {duplicate} appears more than once under steps "all"'
+        return _NONE, f'step {duplicate} appears more than once under steps "all"'
     if not all(map(math.isfinite, values)):
         step, value = next((s, v) for s, v in numeric if not math.isfinite(v))
-        return [], f"step {step} is not finite: {value!r}"
-    return list(zip(steps, values, steps)), None
+        return _NONE, f"step {step} is not finite: {value!r}"
+    return (steps, values, steps), None
 
 
-def _select_listed(numeric: list[tuple[int | None, float]], wanted: Sequence[int]) -> tuple[list, str | None]:
+def _select_listed(numeric: list[tuple[int | None, float]], wanted: Sequence[int]) -> tuple[_Columns, str | None]:
     by_step: dict[int, float] = {}
     for step, value in numeric:
         if step is None:
             continue
         if step in by_step:
-            return [], f"step {step} appears more than once among numeric points"
+            return _NONE, f"step {step} appears more than once among numeric points"
         by_step[step] = value
     missing = [k for k in wanted if k not in by_step]
     if missing:
-        return [], f"listed step(s) {', '.join(map(str, missing))} missing from the record"
-    out = []
-    for k in wanted:
-        value = by_step[k]
+        return _NONE, f"listed step(s) {', '.join(map(str, missing))} missing from the record"
+    steps = list(wanted)
+    values = [by_step[k] for k in steps]
+    for k, value in zip(steps, values):
         if not math.isfinite(value):
-            return [], f"step {k} is not finite: {value!r}"
-        out.append((k, value, k))
-    return out, None
+            return _NONE, f"step {k} is not finite: {value!r}"
+    return (steps, values, steps), None
 
 
 def select_declaration(record: Record, declaration: GateDeclaration) -> Selection:
@@ -114,14 +157,14 @@ def select_declaration(record: Record, declaration: GateDeclaration) -> Selectio
         return Selection(declaration, error=f"metric {metric!r} has no numeric point")
     steps = declaration.steps
     if steps == "last":
-        points, error = _select_last(numeric)
+        columns, error = _select_last(numeric)
     elif steps == "all":
-        points, error = _select_all(numeric)
+        columns, error = _select_all(numeric)
     else:
-        points, error = _select_listed(numeric, steps)
+        columns, error = _select_listed(numeric, steps)
     if error:
         return Selection(declaration, error=f"metric {metric!r}: {error}")
-    return Selection(declaration, points=points)
+    return Selection(declaration, steps=columns[0], values=columns[1], at_steps=columns[2])
 
 
 def select_steps(record: Record, declarations: Iterable[GateDeclaration]) -> list[Selection]:

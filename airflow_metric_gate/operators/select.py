@@ -123,7 +123,7 @@ class SelectStepsOperator(BaseOperator):
                 self.log.warning("%s: cannot select: %s", s.declaration.metric_key, s.error)
         self.log.info(
             "Selected %s value(s) for %s declaration(s), %s declaration error(s)",
-            sum(len(s.points) for s in selections),
+            sum(len(s) for s in selections),
             len(selections),
             sum(1 for s in selections if s.error is not None),
         )
