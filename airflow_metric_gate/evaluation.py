@@ -109,10 +109,11 @@ def evaluate_value(
     step: int,
     at_step: int | None,
     current: float,
-    history: Sequence[float],
+    history: Sequence[float] | None = None,
     constraint: Mapping[str, float],
     min_history: int = DEFAULT_MIN_HISTORY,
     aggregate: str = "mean",
+    baseline: tuple[int, float | None] | None = None,
 ) -> Result:
     """Compare one current value with its coordinate's baseline values.
 
@@ -123,17 +124,22 @@ def evaluate_value(
     :param at_step: the real step, for reporting.
     :param current: the value of the run being gated.
     :param history: the baseline values of the same coordinate.
+    :param baseline: instead of ``history``: ``(n, ref)`` already computed (``ref`` ``None`` when ``n`` is 0).
     :param constraint: the band parameters.
     :param min_history: fewer baseline values than this makes the result INACTIVE.
     :param aggregate: ``"mean"`` or ``"median"``.
     """
     result = Result(metric_key, steps_key, constraint_key, step, at_step, INACTIVE, current=current)
-    n = len(history)
+    if baseline is None:
+        history = history or ()
+        n = len(history)
+    else:
+        n = baseline[0]
     result.n = n
     if n < min_history:
         result.reason = f"cold start: {n} baseline value(s), {min_history} needed"
         return result
-    ref = reference(history, aggregate)
+    ref = reference(history, aggregate) if baseline is None else float(baseline[1])  # type: ignore[arg-type]
     band = compute_band(ref, constraint)
     result.ref, result.lo, result.hi = ref, band.lo, band.hi
     if band.lo <= current <= band.hi:

@@ -231,16 +231,22 @@ def evaluate(
     run = store.get_run(run_id)
     if run is None:
         raise StoreInputError(f"the metric store has no run {run_id!r}; persist it before evaluating")
-    current, history = store.run_values_and_baselines(run_id, history_limit)
+    by_sums = aggregate == "mean"
+    current, history = store.run_values_and_baselines(run_id, history_limit, sums=by_sums)
     gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
 
     ordered: list[tuple[int, Result, dict]] = []
     for v in current:
         gate = gates[(v.metric_key, v.steps_key, v.constraint_key)]
+        if by_sums:
+            n, total = history.get(v.ordinal, (0, 0.0))
+            found = {"baseline": (n, total / n if n else None)}
+        else:
+            found = {"history": history.get(v.ordinal, ())}
         result = evaluate_value(
             metric_key=v.metric_key, steps_key=v.steps_key, constraint_key=v.constraint_key, step=v.step,
-            at_step=v.at_step, current=v.value, history=history.get(v.ordinal, ()),
-            constraint=gate["constraint"], min_history=min_history, aggregate=aggregate,
+            at_step=v.at_step, current=v.value, constraint=gate["constraint"], min_history=min_history,
+            aggregate=aggregate, **found,
         )
         ordered.append((v.ordinal, result, gate))
     for e in run.selection_errors:

@@ -98,14 +98,18 @@ base AS (
     ORDER BY r.logical_date DESC, r.run_id DESC
     LIMIT %s
 )
-SELECT c.ordinal, h.value
+SELECT c.ordinal, {select}
 FROM metric_values c
 JOIN metric_values h
   ON h.metric_key = c.metric_key AND h.steps_key = c.steps_key
  AND h.constraint_key = c.constraint_key AND h.step = c.step
 JOIN base b ON b.run_id = h.run_id
 WHERE c.run_id = %s
-"""
+{group}"""
+#: Every baseline value of every coordinate of a run (what a median needs).
+BASELINE_VALUES_SQL = _BASELINE_SQL.format(select="h.value", group="")
+#: Count and sum of the baseline values of every coordinate of a run (what a mean needs).
+BASELINE_SUMS_SQL = _BASELINE_SQL.format(select="COUNT(h.value), SUM(h.value)", group="GROUP BY c.ordinal\n")
 
 _RUN_COLUMNS = (
     "run_id, series, backend, suite, role, status, logical_date, provenance, declarations, "
@@ -415,9 +419,9 @@ class MetricStore:
             return [self._run_from_row(r) for r in cur.fetchall()]
 
     def run_values_and_baselines(
-        self, run_id: str, history_limit: int
-    ) -> tuple[list[ValueRow], dict[int, list[float]]]:
-        """Read a run's values and, in one set-based statement, the baseline values of all its coordinates.
+        self, run_id: str, history_limit: int, *, sums: bool = False
+    ) -> tuple[list[ValueRow], dict[int, Any]]:
+        """Read a run's values and, in one set-based statement, the baselines of all its coordinates.
 
         The baseline of a coordinate is its values in the ``history_limit`` most recent runs of the
         same series identity that are ``baseline`` and ``trusted``, have an earlier logical date, are
@@ -425,7 +429,9 @@ class MetricStore:
 
         :param run_id: the store run id.
         :param history_limit: how many baseline runs to read.
-        :return: the run's values in ordinal order, and baseline values by ordinal.
+        :param sums: return ``(count, sum)`` of the baseline values per ordinal, summed by the
+            database (what a mean needs; far less to transfer), instead of the values themselves.
+        :return: the run's values in ordinal order, and baselines by ordinal.
         """
         with self._transaction() as cur:
             self._execute(
@@ -435,11 +441,16 @@ class MetricStore:
                 (run_id,),
             )
             current = [ValueRow(*row) for row in cur.fetchall()]
-            history: dict[int, list[float]] = {}
+            history: dict[int, Any] = {}
             if current and history_limit > 0:
-                self._execute(cur, _BASELINE_SQL, (run_id, run_id, history_limit, run_id))
-                for ordinal, value in cur.fetchall():
-                    history.setdefault(ordinal, []).append(value)
+                params = (run_id, run_id, history_limit, run_id)
+                if sums:
+                    self._execute(cur, BASELINE_SUMS_SQL, params)
+                    history = {ordinal: (int(n), float(total)) for ordinal, n, total in cur.fetchall()}
+                else:
+                    self._execute(cur, BASELINE_VALUES_SQL, params)
+                    for ordinal, value in cur.fetchall():
+                        history.setdefault(ordinal, []).append(value)
         return current, history
 
     def history(

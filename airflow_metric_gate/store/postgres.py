@@ -17,13 +17,14 @@ _COPY_SQL = f"COPY metric_values ({', '.join(VALUE_COLUMNS)}) FROM STDIN"
 _ADVISORY_LOCK_KEY = 0x6D67617465  # "mgate"
 
 
+_NULL = "\\N"
+
+
 def _copy_text(value: Any) -> str:
     if value is None:
-        return "\\N"
-    if isinstance(value, float):
-        return repr(value)
+        return _NULL
     text = str(value)
-    if any(c in text for c in "\\\t\n\r"):
+    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
         text = text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
     return text
 
@@ -31,9 +32,22 @@ def _copy_text(value: Any) -> str:
 def copy_payload(rows: list[tuple]) -> str:
     """Return rows in ``COPY ... FROM STDIN`` text format.
 
+    The text columns repeat from row to row (one run, a few declarations), so each distinct
+    ``(run_id, metric_key, steps_key, constraint_key)`` prefix is escaped once.
+
     :param rows: tuples in ``metric_values`` column order.
     """
-    return "".join("\t".join(_copy_text(v) for v in row) + "\n" for row in rows)
+    prefixes: dict[tuple, str] = {}
+    out = []
+    append = out.append
+    for run_id, metric_key, steps_key, constraint_key, step, value, at_step, ordinal in rows:
+        key = (run_id, metric_key, steps_key, constraint_key)
+        prefix = prefixes.get(key)
+        if prefix is None:
+            prefix = prefixes[key] = "\t".join(map(_copy_text, key))
+        at = _NULL if at_step is None else at_step
+        append(f"{prefix}\t{step}\t{float(value)!r}\t{at}\t{ordinal}\n")
+    return "".join(out)
 
 
 def _outage_errors() -> tuple[type[BaseException], ...]:

@@ -234,3 +234,15 @@ def test_runs_and_show_rebuild_a_stored_verdict(capsys, tmp_path, store_url):
         assert store.get_run("night-2").status == "untrusted"  # show is read-only
     code, _, err = _run(capsys, "show", "nope", "--store", store_url)
     assert code == 2 and "no run 'nope'" in err
+
+
+def test_median_and_mean_baselines_differ_as_expected(capsys, tmp_path, store_url):
+    for day, reward in ((1, 1.0), (2, 1.0), (3, 10.0)):
+        _night(capsys, tmp_path, store_url, day, reward)
+        _run(capsys, "mark-trusted", "--run-id", f"night-{day}", "--store", store_url)  # keep the outlier
+    _, out, _ = _night(capsys, tmp_path, store_url, 4, 1.0, "--json", "--all")
+    mean = json.loads(out)["results"][0]
+    assert mean["ref"] == pytest.approx(4.0) and mean["n"] == 3 and mean["status"] == "FAIL"
+    _, out, _ = _night(capsys, tmp_path, store_url, 4, 1.0, "--json", "--all", "--aggregate", "median")
+    median = json.loads(out)["results"][0]
+    assert median["ref"] == pytest.approx(1.0) and median["n"] == 3 and median["status"] == "PASS"

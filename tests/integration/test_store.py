@@ -156,3 +156,17 @@ def test_unreachable_postgres_is_retryable():
     store = open_store("postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=2")
     with pytest.raises(StoreUnavailable):
         store.count("runs")
+
+
+def test_text_columns_with_control_characters_round_trip(store):
+    odd = ("weird\tmetric\\name\nx", '"all"', '{"rel_up":0.5}')
+    store.write_run(_run("r1", 0), [ValueRow(0, *odd, 3, 0.25, 3), ValueRow(1, *COORD, 3, 1e-300, 3)])
+    current, _ = store.run_values_and_baselines("r1", 20)
+    assert [(v.metric_key, v.value) for v in current] == [(odd[0], 0.25), (COORD[0], 1e-300)]
+
+
+def test_values_keep_full_float_precision(store):
+    value = 0.1 + 0.2
+    store.write_run(_run("r1", 0), _values(value, 1 / 3))
+    current, _ = store.run_values_and_baselines("r1", 20)
+    assert [v.value for v in current] == [value, 1 / 3]
