@@ -61,6 +61,48 @@ class Result:
         return asdict(self)
 
 
+def band_limits(ref: float, params: tuple[float, float, float, float]) -> tuple[float, float]:
+    """Return ``(lo, hi)`` for a reference and ``(rel_up, abs_floor_up, rel_down, abs_floor_down)``.
+
+    The hot path of evaluation: no objects, no look-ups.
+
+    :param ref: the baseline reference.
+    :param params: the constraint as a tuple (see :func:`constraint_params`).
+    """
+    rel_up, floor_up, rel_down, floor_down = params
+    size = abs(ref)
+    return ref - max(rel_down * size, floor_down), ref + max(rel_up * size, floor_up)
+
+
+def constraint_params(constraint: Mapping[str, float]) -> tuple[float, float, float, float]:
+    """Return a constraint as ``(rel_up, abs_floor_up, rel_down, abs_floor_down)``, missing keys 0.0.
+
+    :param constraint: the band parameters.
+    """
+    return (
+        constraint.get("rel_up", 0.0),
+        constraint.get("abs_floor_up", 0.0),
+        constraint.get("rel_down", 0.0),
+        constraint.get("abs_floor_down", 0.0),
+    )
+
+
+def quick_status(current: float, n: int, ref: float | None, params: tuple[float, float, float, float],
+                 min_history: int) -> str:
+    """Return the status :func:`evaluate_value` would give, without building a result.
+
+    :param current: the value of the run being gated.
+    :param n: how many baseline values.
+    :param ref: their reference (``None`` when ``n`` is 0).
+    :param params: the constraint as a tuple.
+    :param min_history: fewer baseline values than this makes the result INACTIVE.
+    """
+    if n == 0 or n < min_history or ref is None:
+        return INACTIVE
+    lo, hi = band_limits(ref, params)
+    return PASS if lo <= current <= hi else FAIL
+
+
 def compute_band(ref: float, constraint: Mapping[str, float]) -> Band:
     """Return the band around ``ref`` for a constraint (missing keys count as 0.0).
 
@@ -69,13 +111,13 @@ def compute_band(ref: float, constraint: Mapping[str, float]) -> Band:
     :param ref: the baseline reference.
     :param constraint: ``rel_up``, ``abs_floor_up``, ``rel_down``, ``abs_floor_down``.
     """
-    up_rel = constraint.get("rel_up", 0.0) * abs(ref)
-    up_floor = constraint.get("abs_floor_up", 0.0)
-    down_rel = constraint.get("rel_down", 0.0) * abs(ref)
-    down_floor = constraint.get("abs_floor_down", 0.0)
+    params = constraint_params(constraint)
+    lo, hi = band_limits(ref, params)
+    up_rel, up_floor = params[0] * abs(ref), params[1]
+    down_rel, down_floor = params[2] * abs(ref), params[3]
     return Band(
-        lo=ref - max(down_rel, down_floor),
-        hi=ref + max(up_rel, up_floor),
+        lo=lo,
+        hi=hi,
         lo_bound="rel" if down_rel >= down_floor else "abs_floor",
         hi_bound="rel" if up_rel >= up_floor else "abs_floor",
     )
@@ -136,15 +178,15 @@ def evaluate_value(
     else:
         n = baseline[0]
     result.n = n
-    if n < min_history:
-        result.reason = f"cold start: {n} baseline value(s), {min_history} needed"
+    if n == 0 or n < min_history:
+        result.reason = f"cold start: {n} baseline value(s), {max(min_history, 1)} needed"
         return result
     ref = reference(history, aggregate) if baseline is None else float(baseline[1])  # type: ignore[arg-type]
     band = compute_band(ref, constraint)
     result.ref, result.lo, result.hi = ref, band.lo, band.hi
     if band.lo <= current <= band.hi:
         result.status = PASS
-        result.reason = f"{_fmt(current)} within [{_fmt(band.lo)}, {_fmt(band.hi)}]"
+        result.reason = "within band"
         return result
     result.status = FAIL
     if current > band.hi:

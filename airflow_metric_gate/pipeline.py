@@ -21,10 +21,13 @@ from airflow_metric_gate.evaluation import (
     DEFAULT_MIN_HISTORY,
     ERROR,
     FAIL,
+    STATUSES,
     Result,
+    constraint_params,
     error_result,
     evaluate_value,
-    is_trusted,
+    quick_status,
+    reference,
 )
 from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.selection import Selection, select_steps
@@ -235,28 +238,39 @@ def evaluate(
     current, history = store.run_values_and_baselines(run_id, history_limit, sums=by_sums)
     gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
 
-    ordered: list[tuple[int, Result, dict]] = []
+    counts = {status: 0 for status in STATUSES}
+    params = {key: constraint_params(gate["constraint"]) for key, gate in gates.items()}
+    ordered: list[tuple[int, Result, dict]] = []  # the results the verdict lists, with their gates
     for v in current:
-        gate = gates[(v.metric_key, v.steps_key, v.constraint_key)]
+        key = (v.metric_key, v.steps_key, v.constraint_key)
         if by_sums:
             n, total = history.get(v.ordinal, (0, 0.0))
             found = {"baseline": (n, total / n if n else None)}
+            ref = found["baseline"][1]
         else:
-            found = {"history": history.get(v.ordinal, ())}
-        result = evaluate_value(
-            metric_key=v.metric_key, steps_key=v.steps_key, constraint_key=v.constraint_key, step=v.step,
-            at_step=v.at_step, current=v.value, constraint=gate["constraint"], min_history=min_history,
-            aggregate=aggregate, **found,
-        )
-        ordered.append((v.ordinal, result, gate))
+            values = history.get(v.ordinal, ())
+            n = len(values)
+            found = {"history": values}
+            ref = reference(values, aggregate) if n else None
+        status = quick_status(v.value, n, ref, params[key], min_history)
+        counts[status] += 1
+        if status == FAIL or all_results:
+            gate = gates[key]
+            result = evaluate_value(
+                metric_key=v.metric_key, steps_key=v.steps_key, constraint_key=v.constraint_key, step=v.step,
+                at_step=v.at_step, current=v.value, constraint=gate["constraint"], min_history=min_history,
+                aggregate=aggregate, **found,
+            )
+            ordered.append((v.ordinal, result, gate))
     for e in run.selection_errors:
         gate = gates[(e["metric_key"], e["steps_key"], e["constraint_key"])]
         result = error_result(e["metric_key"], e["steps_key"], e["constraint_key"], e["message"])
+        counts[ERROR] += 1
         ordered.append((e["ordinal"], result, gate))
     ordered.sort(key=lambda item: item[0])
     results = [r for _, r, _ in ordered]
 
-    trusted = is_trusted(results)
+    trusted = counts[FAIL] == 0 and counts[ERROR] == 0
     blocking = sum(
         1
         for _, r, gate in ordered
@@ -269,6 +283,7 @@ def evaluate(
         logical_date=run.logical_date.isoformat(), results=results, trusted=trusted,
         enforced=bool(enforce or any(g["enforce"] for g in run.declarations)), blocking=blocking,
         all_results=all_results, max_results=max_results, max_bytes=max_bytes, extra_fields=extras,
+        counts=counts,
     )
     counts = verdict["counts"]
     reason = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s]) or "no declarations"

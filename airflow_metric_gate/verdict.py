@@ -34,6 +34,7 @@ def build_verdict(
     max_results: int | None = DEFAULT_MAX_RESULTS,
     max_bytes: int | None = None,
     extra_fields: Sequence[tuple[int, dict]] = (),
+    counts: dict[str, int] | None = None,
 ) -> dict:
     """Assemble the versioned verdict.
 
@@ -51,10 +52,13 @@ def build_verdict(
     :param max_results: at most this many results (``None``: no limit); the rest are counted in ``truncated``.
     :param max_bytes: also keep the JSON encoding below this many bytes by truncating further.
     :param extra_fields: ``(index into results, fields)`` pairs merged into those results' dicts.
+    :param counts: results per status, when ``results`` holds only some of them (the FAIL and ERROR
+        results); by default counted from ``results``.
     """
-    counts = {status: 0 for status in STATUSES}
-    for r in results:
-        counts[r.status] += 1
+    if counts is None:
+        counts = {status: 0 for status in STATUSES}
+        for r in results:
+            counts[r.status] += 1
     extras = dict(extra_fields)
     if all_results:
         chosen = list(range(len(results)))

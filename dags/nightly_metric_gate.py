@@ -57,6 +57,8 @@ task's XCom `return_value` (JSON, `schema` `airflow-metric-gate/verdict/v1`).
 * ERROR results usually mean the record changed shape (renamed metric, new logging cadence).
 
 Clearing a task re-runs it in place: rows are keyed on the Airflow run, never duplicated.
+Clear `persist_values` together with its downstream `evaluate_gate` so the night is judged again;
+a re-persisted night stays `pending` (feeding no baseline) until it is evaluated.
 """
 
 # The night's date: the `night` param, else the run's logical date (a manual run may have none).

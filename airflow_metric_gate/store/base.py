@@ -79,7 +79,9 @@ def utc(dt: datetime) -> datetime:
     return dt.astimezone(timezone.utc)
 
 
-_BASELINE_SQL = """
+#: The baseline runs of a run: the most recent trusted baseline runs of its series identity with an
+#: earlier logical date, not before the latest rebaseline marker (at most ``history_limit``).
+BASELINE_RUNS_SQL = """
 WITH cur AS (
     SELECT series, backend, suite, logical_date FROM runs WHERE run_id = %s
 ),
@@ -87,29 +89,42 @@ fence AS (
     SELECT MAX(r.logical_date) AS since
     FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
     WHERE r.rebaseline = TRUE AND r.logical_date <= cur.logical_date
-),
-base AS (
-    SELECT r.run_id
-    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
-    CROSS JOIN fence
-    WHERE r.role = 'baseline' AND r.status = 'trusted'
-      AND r.logical_date < cur.logical_date AND r.run_id <> %s
-      AND (fence.since IS NULL OR r.logical_date >= fence.since)
-    ORDER BY r.logical_date DESC, r.run_id DESC
-    LIMIT %s
 )
+SELECT r.run_id
+FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+CROSS JOIN fence
+WHERE r.role = 'baseline' AND r.status = 'trusted'
+  AND r.logical_date < cur.logical_date AND r.run_id <> %s
+  AND (fence.since IS NULL OR r.logical_date >= fence.since)
+ORDER BY r.logical_date DESC, r.run_id DESC
+LIMIT %s
+"""
+
+#: The baselines of every coordinate of a run in one statement; the baseline run ids are bound as
+#: literals so the planner sizes the join right.
+_BASELINE_SQL = """
 SELECT c.ordinal, {select}
 FROM metric_values c
 JOIN metric_values h
   ON h.metric_key = c.metric_key AND h.steps_key = c.steps_key
  AND h.constraint_key = c.constraint_key AND h.step = c.step
-JOIN base b ON b.run_id = h.run_id
-WHERE c.run_id = %s
+WHERE c.run_id = %s AND h.run_id IN ({runs})
 {group}"""
-#: Every baseline value of every coordinate of a run (what a median needs).
-BASELINE_VALUES_SQL = _BASELINE_SQL.format(select="h.value", group="")
-#: Count and sum of the baseline values of every coordinate of a run (what a mean needs).
-BASELINE_SUMS_SQL = _BASELINE_SQL.format(select="COUNT(h.value), SUM(h.value)", group="GROUP BY c.ordinal\n")
+
+
+def baseline_sql(baseline_runs: int, *, sums: bool) -> str:
+    """Return the statement reading the baselines of a run from ``baseline_runs`` baseline runs.
+
+    Parameters: the run id, then the baseline run ids.
+
+    :param baseline_runs: how many baseline run ids are bound.
+    :param sums: ``COUNT`` and ``SUM`` per coordinate (for a mean) instead of every value.
+    """
+    runs = ", ".join(["%s"] * baseline_runs)
+    if sums:
+        return _BASELINE_SQL.format(select="COUNT(h.value), SUM(h.value)", runs=runs, group="GROUP BY c.ordinal\n")
+    return _BASELINE_SQL.format(select="h.value", runs=runs, group="")
+
 
 _RUN_COLUMNS = (
     "run_id, series, backend, suite, role, status, logical_date, provenance, declarations, "
@@ -442,13 +457,15 @@ class MetricStore:
             )
             current = [ValueRow(*row) for row in cur.fetchall()]
             history: dict[int, Any] = {}
+            base: list[str] = []
             if current and history_limit > 0:
-                params = (run_id, run_id, history_limit, run_id)
+                self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
+                base = [row[0] for row in cur.fetchall()]
+            if base:
+                self._execute(cur, baseline_sql(len(base), sums=sums), (run_id, *base))
                 if sums:
-                    self._execute(cur, BASELINE_SUMS_SQL, params)
                     history = {ordinal: (int(n), float(total)) for ordinal, n, total in cur.fetchall()}
                 else:
-                    self._execute(cur, BASELINE_VALUES_SQL, params)
                     for ordinal, value in cur.fetchall():
                         history.setdefault(ordinal, []).append(value)
         return current, history

@@ -7,11 +7,14 @@ process itself.
 
 Usage::
 
-    python _dag_runner.py test '{"dag_file": "...", "dag_id": "...", "conf": {...}, "logical_date": "..."}'
+    python _dag_runner.py test '{"runs": [{"dag_file": "...", "dag_id": "...", "conf": {...}, "logical_date": "..."}]}'
     python _dag_runner.py inspect '{"dag_id": "...", "run_id": "..."}'
 
-``inspect`` reports on a run made elsewhere (``airflow dags test``); without ``run_id`` it picks the
-DAG's latest run.  The report is printed on one line after :data:`RESULT_PREFIX`.
+``test`` runs the given DAG runs one after the other in this one process: Airflow's start-up cost
+(several seconds, mostly the in-process execution API) is paid once, not once per run.  Each run
+starts with a line :data:`RUN_PREFIX` ``<index>`` and ends with its report.  ``inspect`` reports on
+a run made elsewhere (``airflow dags test``); without ``run_id`` it picks the DAG's latest run.
+Every report is printed on one line after :data:`RESULT_PREFIX`.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from datetime import datetime
 from typing import Any
 
 RESULT_PREFIX = "@@metric-gate-dag-result@@ "
+RUN_PREFIX = "@@metric-gate-dag-run@@ "
 
 
 def _report(dag_id: str, run_id: str | None) -> dict[str, Any]:
@@ -74,17 +78,27 @@ def _test(options: dict[str, Any]) -> dict[str, Any]:
     return _report(dag.dag_id, dag_run.run_id)
 
 
+def _emit(line: str) -> None:
+    sys.stderr.flush()
+    print(line, flush=True)
+
+
 def main() -> int:
     command, raw = sys.argv[1], sys.argv[2]
     options = json.loads(raw)
+    # Task logs and the markers below share one pipe: flush every line so they stay in order.
+    sys.stdout.reconfigure(line_buffering=True)
     if command == "test":
-        result = _test(options)
+        for index, run in enumerate(options["runs"]):
+            _emit(f"{RUN_PREFIX}{index}")
+            result = _test(run)
+            _emit(RESULT_PREFIX + json.dumps(result, default=str))
+            if "error" in result:
+                break
     elif command == "inspect":
-        result = _report(options["dag_id"], options.get("run_id"))
+        _emit(RESULT_PREFIX + json.dumps(_report(options["dag_id"], options.get("run_id")), default=str))
     else:
         raise SystemExit(f"unknown command {command!r}")
-    sys.stdout.flush()
-    print(RESULT_PREFIX + json.dumps(result, default=str), flush=True)
     return 0
 
 

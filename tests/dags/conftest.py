@@ -29,6 +29,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("_dag_runner.py")
 RESULT_PREFIX = "@@metric-gate-dag-result@@ "
+RUN_PREFIX = "@@metric-gate-dag-run@@ "
 AIRFLOW_BIN = Path(sys.executable).with_name("airflow")
 SCRATCH_BUNDLE = "scratch"
 
@@ -131,22 +132,35 @@ class AirflowEnv:
         """
         return self.run([str(AIRFLOW_BIN), *args], timeout=timeout, env=env)
 
-    def _runner(self, command: str, options: dict[str, Any], **kwargs: Any) -> DagRunResult:
+    def _runner(self, command: str, options: dict[str, Any], **kwargs: Any) -> list[DagRunResult]:
         proc = self.run([sys.executable, str(RUNNER), command, json.dumps(options)], **kwargs)
-        payload = None
-        for line in proc.stdout.splitlines():
+        payloads: list[dict[str, Any]] = []
+        outputs: list[list[str]] = [[]]  # what came before the first run goes with it
+        started = False
+        for line in proc.stdout.splitlines(keepends=True):
+            if line.startswith(RUN_PREFIX):
+                if started:
+                    outputs.append([])
+                started = True
+            outputs[-1].append(line)
             if line.startswith(RESULT_PREFIX):
-                payload = json.loads(line[len(RESULT_PREFIX) :])
-        if proc.returncode != 0 or payload is None or "error" in payload:
-            pytest.fail(f"DAG runner {command} failed (exit {proc.returncode}): {payload}\n{proc.stdout[-8000:]}")
-        return DagRunResult(
-            state=payload["state"],
-            run_id=payload["run_id"],
-            run_type=payload["run_type"],
-            tasks=payload["tasks"],
-            xcom=payload["xcom"],
-            output=proc.stdout,
-        )
+                payloads.append(json.loads(line[len(RESULT_PREFIX) :]))
+        expected = len(options["runs"]) if command == "test" else 1
+        if proc.returncode != 0 or len(payloads) != expected or any("error" in p for p in payloads):
+            pytest.fail(f"DAG runner {command} failed (exit {proc.returncode}): {payloads}\n{proc.stdout[-8000:]}")
+        if len(outputs) != len(payloads):  # output not attributable to runs: give each run all of it
+            outputs = [[proc.stdout]] * len(payloads)
+        return [
+            DagRunResult(
+                state=payload["state"],
+                run_id=payload["run_id"],
+                run_type=payload["run_type"],
+                tasks=payload["tasks"],
+                xcom=payload["xcom"],
+                output="".join(output),
+            )
+            for payload, output in zip(payloads, outputs)
+        ]
 
     def dag_test(
         self,
@@ -170,9 +184,42 @@ class AirflowEnv:
         :param on_line: called with every output line as it arrives.
         :param env: variables added to the environment for this run only.
         """
-        path = Path(dag_file) if dag_file is not None else self.dags_folder / f"{dag_id}.py"
-        options = {"dag_file": str(path), "dag_id": dag_id, "conf": conf, "logical_date": logical_date}
-        return self._runner("test", options, timeout=timeout, on_line=on_line, env=env)
+        run = {"dag_id": dag_id, "dag_file": dag_file, "conf": conf, "logical_date": logical_date}
+        return self.dag_tests([run], timeout=timeout, on_line=on_line, env=env)[0]
+
+    def dag_tests(
+        self,
+        runs: list[dict[str, Any]],
+        *,
+        timeout: float = 600,
+        on_line: Callable[[str], None] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> list[DagRunResult]:
+        """Run DAGs with ``dag.test()`` one after the other in one process; report on each run.
+
+        One process pays Airflow's start-up cost once, so a test that needs several nights runs
+        them in a few seconds.  Every run's ``output`` holds what was printed during that run.
+
+        :param runs: one mapping per run, with the keys of :meth:`dag_test` (``dag_id``, and
+            optionally ``dag_file``, ``conf``, ``logical_date``).
+        :param timeout: seconds before the test fails (all runs together).
+        :param on_line: called with every output line as it arrives; a line starting with
+            ``RUN_PREFIX`` and the run's index marks where each run starts.
+        :param env: variables added to the environment for these runs only.
+        """
+        options = []
+        for run in runs:
+            dag_file = run.get("dag_file")
+            path = Path(dag_file) if dag_file is not None else self.dags_folder / f"{run['dag_id']}.py"
+            options.append(
+                {
+                    "dag_file": str(path),
+                    "dag_id": run["dag_id"],
+                    "conf": run.get("conf"),
+                    "logical_date": run.get("logical_date"),
+                }
+            )
+        return self._runner("test", {"runs": options}, timeout=timeout, on_line=on_line, env=env)
 
     def inspect(self, dag_id: str, run_id: str | None = None) -> DagRunResult:
         """Report on a run made elsewhere (e.g. by ``airflow dags test``); default the latest run.
@@ -180,7 +227,7 @@ class AirflowEnv:
         :param dag_id: the DAG id.
         :param run_id: the Airflow run id.
         """
-        return self._runner("inspect", {"dag_id": dag_id, "run_id": run_id}, timeout=300)
+        return self._runner("inspect", {"dag_id": dag_id, "run_id": run_id}, timeout=300)[0]
 
 
 @pytest.fixture(scope="session")

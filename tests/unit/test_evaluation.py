@@ -127,3 +127,28 @@ def test_trust_requires_every_result_pass_or_inactive():
     assert not is_trusted([ok, bad])
     assert not is_trusted([ok, err])
     assert err.status == ERROR and err.step is None and err.n == 0 and err.current is None
+
+
+def test_no_history_is_inactive_even_with_min_history_zero():
+    result = _eval(0.5, [], SYM_05, min_history=0)
+    assert result.status == INACTIVE and result.ref is None
+
+
+def test_quick_status_agrees_with_full_evaluation():
+    import random
+
+    from airflow_metric_gate.evaluation import constraint_params, quick_status
+
+    rng = random.Random(3)
+    statuses = set()
+    for _ in range(2000):
+        history = [rng.uniform(-2, 2) for _ in range(rng.randint(0, 4))]
+        constraint = {"rel_up": rng.choice([0, 0.1, 0.5]), "abs_floor_up": rng.choice([0, 0.05]),
+                      "rel_down": rng.choice([0, 0.2, 0.8]), "abs_floor_down": rng.choice([0, 0.1])}
+        current = rng.uniform(-3, 3)
+        min_history = rng.randint(0, 2)
+        full = _eval(current, history, constraint, min_history=min_history)
+        ref = reference(history) if history else None
+        assert quick_status(current, len(history), ref, constraint_params(constraint), min_history) == full.status
+        statuses.add(full.status)
+    assert statuses == {PASS, FAIL, INACTIVE}
