@@ -104,10 +104,13 @@ def bench_ingest(scale: dict, workdir: Path) -> dict:
 
     def ours() -> None:
         selections = select(read_record(path), declarations)
-        assert sum(len(s.points) for s in selections) == scale["points"]
+        assert sum(map(len, selections)) == scale["points"]
 
-    t_bare = best_of(scale["repeat"], bare)
-    t_ours = best_of(scale["repeat"], ours)
+    repeat = max(scale["repeat"], 7)  # cheap and noisy: take the best of several, alternating
+    t_bare = t_ours = float("inf")
+    for _ in range(repeat):
+        t_bare = min(t_bare, best_of(1, bare))
+        t_ours = min(t_ours, best_of(1, ours))
 
     def peak(points: int) -> int:
         p = workdir / f"record-{points}.jsonl"
