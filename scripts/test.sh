@@ -9,6 +9,6 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install --quiet -e ".[test,docs]"
 .venv/bin/ruff check .
 if [ -f mkdocs.yml ]; then
-    .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
+    NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 fi
 .venv/bin/python -m pytest "$@"
