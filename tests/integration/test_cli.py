@@ -246,3 +246,19 @@ def test_median_and_mean_baselines_differ_as_expected(capsys, tmp_path, store_ur
     _, out, _ = _night(capsys, tmp_path, store_url, 4, 1.0, "--json", "--all", "--aggregate", "median")
     median = json.loads(out)["results"][0]
     assert median["ref"] == pytest.approx(1.0) and median["n"] == 3 and median["status"] == "PASS"
+
+
+def test_rebaseline_starts_a_fresh_history(capsys, tmp_path, store_url):
+    _night(capsys, tmp_path, store_url, 1, 0.8)
+    _night(capsys, tmp_path, store_url, 2, 0.8)
+    _run(capsys, "mark-trusted", "--run-id", "night-2", "--store", store_url)
+    code, out, _ = _run(capsys, "rebaseline", "--run-id", "night-2", "--store", store_url)
+    assert code == 0 and "set on run night-2 (1 changed)" in out
+    _, out, _ = _night(capsys, tmp_path, store_url, 3, 0.8, "--json", "--all")
+    assert {r["n"] for r in json.loads(out)["results"]} == {1}  # night 1 is behind the marker
+    code, out, _ = _run(capsys, "rebaseline", "--run-id", "night-2", "--undo", "--store", store_url)
+    assert "removed from run night-2 (1 changed)" in out
+    _, out, _ = _night(capsys, tmp_path, store_url, 3, 0.8, "--json", "--all")
+    assert {r["n"] for r in json.loads(out)["results"]} == {2}
+    code, _, err = _run(capsys, "rebaseline", "--run-id", "nope", "--store", store_url)
+    assert code == 2 and "no run 'nope'" in err
