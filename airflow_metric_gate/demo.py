@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -127,9 +128,16 @@ def airflow(args: list[str], env: dict, log: Path) -> int:
         return subprocess.run(command + args, env=env, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
 
 
+_SUMMARY = re.compile(r"metric-gate: (.+? run \S+: (?:NOT-)?TRUSTED \(\d+ results, \d+ fail, \d+ error\))")
+
+
 def _summary_lines(log: Path) -> list[str]:
-    return [line.split("metric-gate: ", 1)[1] for line in log.read_text(errors="replace").splitlines()
-            if "metric-gate: " in line and " run " in line and "TRUSTED" in line]
+    return _SUMMARY.findall(log.read_text(errors="replace"))
+
+
+def _cli() -> str:
+    beside = Path(sys.executable).parent / "metric-gate"
+    return str(beside) if beside.exists() else "metric-gate"
 
 
 def run_demo(workdir: str | None = None, nights: int = 5) -> int:
@@ -182,8 +190,8 @@ def run_demo(workdir: str | None = None, nights: int = 5) -> int:
     print()
     _say(f"finished in {time.monotonic() - started:.0f}s: {len(runs)} nights stored, {rows} metric_values rows")
     _say(f"metric store (SQLite): {store_path}")
-    _say(f"  metric-gate history rollout/raw_reward --series {SERIES} --store sqlite:///{store_path}")
-    _say(f"  metric-gate runs --series {SERIES} --store sqlite:///{store_path}")
+    _say(f"  {_cli()} history rollout/raw_reward --series {SERIES} --store sqlite:///{store_path}")
+    _say(f"  {_cli()} runs --series {SERIES} --store sqlite:///{store_path}")
     _say(f"task logs: {home / 'logs'} ; per-night command output: {logs}")
     if ok:
         _say("the clean nights passed and the regressed night failed its evaluate_gate task, as expected")

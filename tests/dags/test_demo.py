@@ -23,3 +23,4 @@ def test_demo_builds_history_then_fails_the_regressed_night(tmp_path):
     assert "3 nights stored" in out
     assert (tmp_path / "metric_gate.db").exists()
     assert f"metric-gate history rollout/raw_reward --series demo-rl --store sqlite:///{tmp_path}" in out
+    assert "TRUSTED (121 results, 0 fail, 0 error)\n" in out  # the per-night summary line, nothing after it
