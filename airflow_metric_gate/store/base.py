@@ -100,27 +100,29 @@ ORDER BY r.logical_date DESC, r.run_id DESC
 LIMIT %s
 """
 
-#: The baselines of every coordinate of a run in one statement; the baseline run ids are bound as
-#: literals so the planner sizes the join right.
+#: The baselines of every coordinate of a run in one statement.  Each baseline run's rows are read
+#: by their own branch, through the (run_id, coordinate) index, so the cost follows the number of
+#: baseline runs and coordinates, never the length of the stored history.
 _BASELINE_SQL = """
 SELECT c.ordinal, {select}
 FROM metric_values c
-JOIN metric_values h
+JOIN ({runs}) h
   ON h.metric_key = c.metric_key AND h.steps_key = c.steps_key
  AND h.constraint_key = c.constraint_key AND h.step = c.step
-WHERE c.run_id = %s AND h.run_id IN ({runs})
+WHERE c.run_id = %s
 {group}"""
+_BASELINE_RUN_BRANCH = "SELECT metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
 
 
 def baseline_sql(baseline_runs: int, *, sums: bool) -> str:
     """Return the statement reading the baselines of a run from ``baseline_runs`` baseline runs.
 
-    Parameters: the run id, then the baseline run ids.
+    Parameters: the baseline run ids, then the run id.
 
     :param baseline_runs: how many baseline run ids are bound.
     :param sums: ``COUNT`` and ``SUM`` per coordinate (for a mean) instead of every value.
     """
-    runs = ", ".join(["%s"] * baseline_runs)
+    runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH] * baseline_runs)
     if sums:
         return _BASELINE_SQL.format(select="COUNT(h.value), SUM(h.value)", runs=runs, group="GROUP BY c.ordinal\n")
     return _BASELINE_SQL.format(select="h.value", runs=runs, group="")
@@ -462,7 +464,7 @@ class MetricStore:
                 self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
                 base = [row[0] for row in cur.fetchall()]
             if base:
-                self._execute(cur, baseline_sql(len(base), sums=sums), (run_id, *base))
+                self._execute(cur, baseline_sql(len(base), sums=sums), (*base, run_id))
                 if sums:
                     history = {ordinal: (int(n), float(total)) for ordinal, n, total in cur.fetchall()}
                 else:
