@@ -19,7 +19,7 @@ from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id, ru
 from airflow_metric_gate.records import RecordError
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.store.base import utc
-from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, render_table
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, format_columns, render_table
 
 EXIT_OK = 0
 EXIT_BLOCKED = 1
@@ -186,9 +186,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
          r["steps_key"], r["constraint_key"])
         for r in rows
     ]
-    widths = [max(len(h), *(len(row[i]) for row in table)) for i, h in enumerate(header)]
-    for row in (header, *table):
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    print("\n".join(format_columns(header, table)))
     return EXIT_OK
 
 
@@ -223,9 +221,8 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         print("no stored runs")
         return EXIT_OK
     keys = ("logical_date", "run_id", "series", "role", "status", "status_reason")
-    widths = [max(len(k), *(len(str(row[k] or "")) for row in table)) for k in keys]
-    for row in ({k: k.upper().replace("_", " ") for k in keys}, *table):
-        print("  ".join(str(row[k] or "").ljust(w) for k, w in zip(keys, widths)).rstrip())
+    header = [k.upper().replace("_", " ") for k in keys]
+    print("\n".join(format_columns(header, [[str(row[k] or "") for k in keys] for row in table])))
     return EXIT_OK
 
 

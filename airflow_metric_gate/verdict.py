@@ -123,6 +123,16 @@ def _step(result: dict) -> str:
     return str(result["step"])
 
 
+def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Return a header and rows as left-aligned columns two spaces apart (the last column unpadded).
+
+    :param header: the column titles.
+    :param rows: the cells, as strings.
+    """
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header[:-1])]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(row, widths)), row[-1]]).rstrip() for row in (header, *rows)]
+
+
 def render_table(verdict: dict) -> str:
     """Render a verdict as the table an on-call engineer scans: failures and errors first.
 
@@ -153,10 +163,7 @@ def render_table(verdict: dict) -> str:
         )
     lines = [head]
     if rows:
-        widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header[:-1])]
-        fmt = "  ".join(f"{{:<{w}}}" for w in widths) + "  {}"
-        lines.append(fmt.format(*header))
-        lines.extend(fmt.format(*row).rstrip() for row in rows)
+        lines.extend(format_columns(header, rows))
     else:
         lines.append("no FAIL or ERROR results")
     counts = verdict["counts"]
