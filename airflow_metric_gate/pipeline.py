@@ -73,15 +73,23 @@ def new_run_id() -> str:
     return f"cli-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
-def airflow_store_run_id(dag_id: str, run_id: str, map_index: int | None = -1) -> str:
+def airflow_store_run_id(
+    dag_id: str, run_id: str, map_index: int | None = -1, *, task_id: str, identity: SeriesIdentity
+) -> str:
     """Return the store run id of an Airflow run: the same for every retry or clear of it.
+
+    The id names one persisting task's run of one series identity, so two gate chains in one DAG
+    run (two tasks, or two series) never share a store run.
 
     :param dag_id: the DAG id.
     :param run_id: the Airflow DAG run id.
     :param map_index: the task's map index (``-1`` when not mapped).
+    :param task_id: the persisting task's id.
+    :param identity: the series identity the task stores.
     """
     index = -1 if map_index is None else int(map_index)
-    digest = hashlib.sha256(json.dumps([dag_id, run_id, index]).encode()).hexdigest()[:24]
+    key = [dag_id, run_id, task_id, index, identity.series, identity.backend, identity.suite]
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
     return f"af-{digest}"
 
 

@@ -133,10 +133,12 @@ def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
     return ["  ".join([*(c.ljust(w) for c, w in zip(row, widths)), row[-1]]).rstrip() for row in (header, *rows)]
 
 
-def render_table(verdict: dict) -> str:
+def render_table(verdict: dict, *, fails: bool = True) -> str:
     """Render a verdict as the table an on-call engineer scans: failures and errors first.
 
     :param verdict: a verdict from :func:`build_verdict`.
+    :param fails: whether enforced FAIL/ERROR results fail this run where it is rendered
+        (``False`` for a shadow run in Airflow, which reports them only).
     """
     head = (
         f"metric-gate verdict for series {verdict['series']} ({verdict['backend']}, {verdict['suite']}), "
@@ -170,7 +172,9 @@ def render_table(verdict: dict) -> str:
     lines.append("counts: " + ", ".join(f"{s} {counts[s]}" for s in STATUSES))
     if verdict["truncated"]:
         lines.append(f"... {verdict['truncated']} more result(s) not shown (see the full verdict)")
-    if verdict.get("blocking"):
+    if verdict.get("blocking") and fails:
         lines.append(f"{verdict['blocking']} enforced FAIL/ERROR result(s): this run fails the gate")
+    elif verdict.get("blocking"):
+        lines.append(f"{verdict['blocking']} enforced FAIL/ERROR result(s), reported only: a shadow run does not fail")
     lines.append(summary_line(verdict))
     return "\n".join(lines)

@@ -132,6 +132,7 @@ with DAG(
         backend="{{ params.backend }}",
         suite="{{ params.suite }}",
         role="{{ params.role }}",
+        night="{{ params.night }}",
     )
     # --8<-- [end:persist]
     # --8<-- [start:evaluate]

@@ -27,6 +27,15 @@ if TYPE_CHECKING:
 MESSAGE_RESULTS = 3
 
 
+#: The line a shadow run's log starts with, before the verdict table.
+SHADOW_NOTE = (
+    "Shadow run: reported only, it neither fails this task nor builds history (a shadow run never feeds "
+    "the baseline of later nights; manual runs, `airflow dags test` included, are shadow). To make it a "
+    "baseline run, set the role param to baseline (role='baseline' on PersistValuesOperator) with the "
+    "night param or a logical date, or let the night run as a scheduled or backfill run."
+)
+
+
 def _describe(result: Mapping[str, Any]) -> str:
     where = result["metric_key"]
     if result.get("step") is not None:
@@ -45,8 +54,9 @@ class EvaluateGateOperator(BaseOperator):
 
     and only then, when an enforced FAIL or ERROR is present (``enforce=True``, or a declaration's
     own ``enforce``, unless allowlisted), raises ``AirflowFailException`` (no retries) naming what
-    failed and where the full verdict is.  A shadow run (manual runs by default) is reported and
-    never fails the task.  Store outages raise a retryable error.
+    failed and where the full verdict is.  A shadow run (manual runs by default, ``airflow dags test``
+    included) is reported and never fails the task; its log says so in one line before the table,
+    with how to make the run a baseline run.  Store outages raise a retryable error.
 
     :param run: what :class:`PersistValuesOperator` returned, or a store run id; ``None`` takes it
         from the only upstream task's XCom (templated).
@@ -121,8 +131,11 @@ class EvaluateGateOperator(BaseOperator):
         ti = context["ti"]
         ti.xcom_push(key="return_value", value=verdict)
 
+        shadow = verdict["role"] == "shadow"
+        if shadow:
+            self.log.info("%s", SHADOW_NOTE)
         summary = summary_line(verdict)
-        table = render_table(verdict)
+        table = render_table(verdict, fails=not shadow)
         if table.endswith(summary):  # the summary gets a log line of its own, to grep for
             table = table[: -len(summary)].rstrip("\n")
         self.log.info("Verdict:\n%s", table)

@@ -275,12 +275,15 @@ class MetricStore:
     def write_run(self, run: RunRow, values: Sequence[ValueRow]) -> int:
         """Write a run and all its values atomically, replacing whatever that run id held.
 
-        Non-finite values are refused before any statement runs.
+        Non-finite values are refused before any statement runs.  A run id belongs to one series
+        identity (series, backend, suite): writing another identity under it is refused, and the
+        stored run is left as it was.
 
         :param run: the run row (its status is written as given, normally ``pending``).
         :param values: the run's coordinates and values.
         :return: the number of ``metric_values`` rows written.
-        :raises StoreInputError: on a non-finite value, unknown role or status.
+        :raises StoreInputError: on a non-finite value, unknown role or status, or a run id that
+            belongs to another series identity.
         """
         if run.role not in ROLES:
             raise StoreInputError(f"role must be one of {', '.join(ROLES)}, got {run.role!r}")
@@ -316,12 +319,22 @@ class MetricStore:
                 "provenance", "declarations", "selection_errors", "status_reason", "rebaseline",
             )
         )
+        # A run id names the run of one series identity: a write for another identity changes nothing.
         upsert = (
             f"INSERT INTO runs ({names}) VALUES ({', '.join(['%s'] * len(params))}) "
-            f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
+            f"ON CONFLICT (run_id) DO UPDATE SET {updates} "
+            "WHERE runs.series = excluded.series AND runs.backend = excluded.backend AND runs.suite = excluded.suite"
         )
         with self._transaction() as cur:
             self._execute(cur, upsert, params)
+            if cur.rowcount == 0:
+                self._execute(cur, "SELECT series, backend, suite FROM runs WHERE run_id = %s", (run.run_id,))
+                series, backend, suite = cur.fetchone()
+                raise StoreInputError(
+                    f"store run id {run.run_id!r} already belongs to series {series!r} (backend {backend!r}, "
+                    f"suite {suite!r}); refusing to store series {run.series!r} (backend {run.backend!r}, "
+                    f"suite {run.suite!r}) under it: give this run an id of its own; nothing was stored"
+                )
             self._execute(cur, "DELETE FROM metric_values WHERE run_id = %s", (run.run_id,))
             if rows:
                 self._bulk_insert_values(cur, rows)
