@@ -108,12 +108,17 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--json", action="store_true", help="print rows as JSON")
 
     for name, status in (("mark-untrusted", "untrusted"), ("mark-trusted", "trusted")):
-        mark = sub.add_parser(name, help=f"mark runs {status} (idempotent; prints how many changed)")
+        mark = sub.add_parser(name, help=f"mark runs {status} (idempotent; prints every run it matched)")
         which = mark.add_mutually_exclusive_group(required=True)
         which.add_argument("--run-id", help="store run id")
-        which.add_argument("--airflow-run-id", help="Airflow DAG run id")
+        which.add_argument("--airflow-run-id", help="Airflow DAG run id (needs --dag-id)")
         which.add_argument("--commit", help="commit sha")
-        mark.add_argument("--reason", help="note kept in runs.status_reason")
+        mark.add_argument("--dag-id", help="only runs of this Airflow DAG (required with --airflow-run-id)")
+        mark.add_argument("--series", help="only runs of this series")
+        mark.add_argument("--backend", help="only runs of this backend")
+        mark.add_argument("--suite", help="only runs of this suite")
+        mark.add_argument("--reason", help="note kept in runs.status_reason (recorded even when the status "
+                                           "does not change)")
         _store_option(mark)
         mark.set_defaults(status=status)
 
@@ -192,15 +197,36 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 def _cmd_mark(args: argparse.Namespace) -> int:
     if args.run_id:
-        by, key = "run_id", args.run_id
+        by, key, option = "run_id", args.run_id, "--run-id"
     elif args.airflow_run_id:
-        by, key = "airflow_run_id", args.airflow_run_id
+        by, key, option = "airflow_run_id", args.airflow_run_id, "--airflow-run-id"
+        if not args.dag_id:
+            raise UsageError(
+                "--airflow-run-id needs --dag-id: Airflow run ids such as scheduled__<date> repeat in every DAG"
+            )
     else:
-        by, key = "commit", args.commit
+        by, key, option = "commit", args.commit, "--commit"
+    scope = {"dag_id": args.dag_id, "series": args.series, "backend": args.backend, "suite": args.suite}
     with open_store(args.store) as store:
-        changed = store.mark(args.status, by=by, key=key, reason=args.reason)
-        found = len(store.find_runs(by=by, key=key))
-    print(f"marked {changed} run(s) {args.status} ({found} run(s) match {by} {key})")
+        marked = store.mark_runs(args.status, by=by, key=key, reason=args.reason, **scope)
+    searched = " ".join([f"{option} {key}"] + [f"--{k.replace('_', '-')} {v}" for k, v in scope.items() if v])
+    if not marked:
+        print(f"metric-gate: error: nothing matched {searched} in the metric store; nothing was changed",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    header = ("RUN", "SERIES", "BACKEND", "SUITE", "LOGICAL DATE", "STATUS", "REASON")
+    rows = []
+    for m in marked:
+        change = f"{m.run.status} -> {m.status}" if m.changed else f"already {m.status}"
+        if m.reason == m.run.status_reason:
+            note = "(unchanged)" if m.reason is None else f"{m.reason} (unchanged)"
+        else:
+            note = f"{m.reason} (reason recorded)"
+        rows.append((m.run.run_id, m.run.series, m.run.backend, m.run.suite, m.run.logical_date.isoformat(), change,
+                     note))
+    print("\n".join(format_columns(header, rows)))
+    changed = sum(m.changed for m in marked)
+    print(f"marked {changed} run(s) {args.status} ({len(marked)} run(s) match {searched})")
     return EXIT_OK
 
 
