@@ -29,6 +29,8 @@ metric, declaration and step.
 **Roles.** Scheduled runs are *baseline* runs: when trusted they feed future baselines, and an
 enforced FAIL or ERROR fails `evaluate_gate`. Manual runs are *shadow* runs: stored and reported,
 never failed by a regression, never feeding baselines. The `role` param overrides this.
+A run triggered without a logical date (`airflow dags trigger`) gates the night in the `night`
+param; a baseline run needs one: `--conf '{"night": "2026-11-30", "role": "baseline"}'`.
 
 #### When this DAG fails
 
