@@ -198,7 +198,7 @@ def _where(verdict: dict, args: argparse.Namespace) -> tuple[str, ...]:
         return ()
     if args.all and not verdict["truncated"] and _table_rows(args) is None:
         return ()  # everything is on the screen already
-    return (f"Every result: {show_command(verdict['run_id'])} (same --store); the verdict as JSON: add --json",)
+    return (f"Every result: {show_command(verdict)} (same --store); the verdict as JSON: add --json",)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:

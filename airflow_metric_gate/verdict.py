@@ -409,9 +409,11 @@ def render_report(verdict: dict, *, table_rows: int | None = DEFAULT_TABLE_ROWS,
     )
 
 
-def show_command(run_id: str) -> str:
-    """Return the command that prints every result of a stored run (read-only).
+def show_command(verdict: Mapping) -> str:
+    """Return the command that prints every result of a verdict's stored run (read-only).
 
-    :param run_id: the store run id.
+    :param verdict: a verdict from :func:`build_verdict`.
     """
-    return f"metric-gate show {shlex.quote(run_id)} --all"
+    total = sum(verdict["counts"].values())
+    more = f" --max-results {total}" if total > DEFAULT_MAX_RESULTS else ""
+    return f"metric-gate show {shlex.quote(verdict['run_id'])} --all{more}"

@@ -143,7 +143,7 @@ class EvaluateGateOperator(BaseOperator):
         report = render_report(
             verdict,
             table_rows=self.table_rows,
-            where=(f"Full verdict: {_xcom_location(ti)}", f"Every result: {show_command(verdict['run_id'])}"),
+            where=(f"Full verdict: {_xcom_location(ti)}", f"Every result: {show_command(verdict)}"),
         )
         summary = report.grep_line
         log = self.log.info if verdict["trusted"] else self.log.warning
