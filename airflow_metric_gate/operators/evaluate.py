@@ -58,8 +58,8 @@ class EvaluateGateOperator(BaseOperator):
         metric-gate: <series> run <id>: TRUSTED|NOT-TRUSTED (<n> results, <f> fail, <e> error)
 
     the table of the worst ``table_rows`` coordinates of each declaration, and where the full
-    verdict is; and only then, when an enforced FAIL or ERROR is present (``enforce=True``, or a declaration's
-    own ``enforce``, unless allowlisted), raises ``AirflowFailException`` (no retries) naming what
+    verdict is; and only then, when an enforced FAIL or ERROR is present (``enforce=True``, or a
+    declaration's own ``enforce``, unless allowlisted), raises ``AirflowFailException`` (no retries) naming what
     failed and where the full verdict is.  A shadow run (manual runs by default) is reported and
     never fails the task.  Store outages raise a retryable error.
 
