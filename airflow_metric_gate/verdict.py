@@ -45,75 +45,95 @@ def band_distance(current: float, ref: float, lo: float, hi: float) -> float:
     return min(distance, sys.float_info.max)
 
 
-def _distance(result: Result) -> float:
-    return band_distance(result.current, result.ref, result.lo, result.hi)  # type: ignore[arg-type]
+class _Declaration:
+    """What one declaration's results add up to, gathered in one pass."""
 
+    __slots__ = ("key", "counts", "first", "last", "above", "below", "worst", "worst_distance", "error", "failing")
 
-def _key(result: Result) -> DeclarationKey:
-    return (result.metric_key, result.steps_key, result.constraint_key)
+    def __init__(self, key: DeclarationKey) -> None:
+        self.key = key
+        self.counts = {status: 0 for status in STATUSES}
+        self.first: int | None = None
+        self.last: int | None = None
+        self.above = self.below = self.failing = False
+        self.worst: Result | None = None
+        self.worst_distance = 0.0
+        self.error: str | None = None
+
+    def entry(self, counts: Mapping[str, int]) -> dict:
+        worst = self.worst
+        return {
+            "metric_key": self.key[0], "steps_key": self.key[1], "constraint_key": self.key[2],
+            "counts": {status: int(counts.get(status, 0)) for status in STATUSES},
+            "first_failing_step": self.first, "last_failing_step": self.last,
+            "side": ("both" if self.below else "above") if self.above else ("below" if self.below else None),
+            "worst": None if worst is None else {
+                "step": worst.step, "at_step": worst.at_step, "current": worst.current, "ref": worst.ref,
+                "lo": worst.lo, "hi": worst.hi, "side": worst.side, "bound": worst.bound,
+                "distance": self.worst_distance,
+            },
+            "error": self.error,
+        }
 
 
 def summarize(
     results: Sequence[Result],
-    distances: Mapping[int, float],
     declaration_counts: Mapping[DeclarationKey, Mapping[str, int]] | None = None,
-) -> list[dict]:
-    """Return the verdict's ``summary``: one entry per declaration with any FAIL or ERROR, worst first.
+) -> tuple[list[dict], dict[int, float]]:
+    """Return the verdict's ``summary`` and the distance of every FAIL (by index into ``results``).
 
-    Entries with a FAIL come first, by their worst distance (largest first), then the declarations
-    with only ERRORs, in declaration order.
+    The summary has one entry per declaration with any FAIL or ERROR, worst first: the
+    declarations with a FAIL by their worst distance (largest first; ties keep declaration
+    order), then those with only ERRORs, in declaration order.  One pass, no per-result objects:
+    it runs over every result of a run, 100,000 of them or more.
 
-    :param results: every FAIL and ERROR result (others are ignored unless counted from them).
-    :param distances: the distance of each FAIL, by index into ``results``.
+    :param results: every FAIL and ERROR result (and, without ``declaration_counts``, every result).
     :param declaration_counts: results per status of each declaration; by default counted from ``results``.
     """
-    entries: dict[DeclarationKey, dict] = {}
-    sides: dict[DeclarationKey, set[str]] = {}
+    tiny, biggest = DISTANCE_TINY, sys.float_info.max
+    counting = declaration_counts is None
+    distances: dict[int, float] = {}
+    gathered: dict[DeclarationKey, _Declaration] = {}
+    d: _Declaration | None = None
     for i, r in enumerate(results):
-        if r.status not in (FAIL, ERROR):
-            continue
-        key = _key(r)
-        entry = entries.get(key)
-        if entry is None:
-            entry = entries[key] = {
-                "metric_key": r.metric_key, "steps_key": r.steps_key, "constraint_key": r.constraint_key,
-                "counts": None, "first_failing_step": None, "last_failing_step": None, "side": None,
-                "worst": None, "error": None,
-            }
-            sides[key] = set()
-        if r.status == ERROR:
-            if entry["error"] is None:
-                entry["error"] = r.reason
-            continue
-        step = r.at_step if r.step == -1 else r.step
-        if step is not None:
-            first, last = entry["first_failing_step"], entry["last_failing_step"]
-            entry["first_failing_step"] = step if first is None else min(first, step)
-            entry["last_failing_step"] = step if last is None else max(last, step)
-        sides[key].add(r.side)  # type: ignore[arg-type]
-        distance = distances[i]
-        if entry["worst"] is None or distance > entry["worst"]["distance"]:
-            entry["worst"] = {
-                "step": r.step, "at_step": r.at_step, "current": r.current, "ref": r.ref, "lo": r.lo, "hi": r.hi,
-                "side": r.side, "bound": r.bound, "distance": distance,
-            }
-    if declaration_counts is None:
-        counted: dict[DeclarationKey, dict[str, int]] = {}
-        for r in results:
-            if _key(r) in entries:
-                counts = counted.setdefault(_key(r), {status: 0 for status in STATUSES})
-                counts[r.status] += 1
-        declaration_counts = counted
-    for key, entry in entries.items():
-        found = declaration_counts.get(key, {})
-        entry["counts"] = {status: int(found.get(status, 0)) for status in STATUSES}
-        both = sides[key]
-        entry["side"] = "both" if len(both) > 1 else next(iter(both), None)
-    ranked = sorted(
-        entries.values(),
-        key=lambda e: (e["worst"] is None, -e["worst"]["distance"] if e["worst"] is not None else 0.0),
-    )
-    return ranked
+        if d is None or d.key[0] != r.metric_key or d.key[1] != r.steps_key or d.key[2] != r.constraint_key:
+            key = (r.metric_key, r.steps_key, r.constraint_key)
+            d = gathered.get(key)
+            if d is None:
+                d = gathered[key] = _Declaration(key)
+        status = r.status
+        if counting:
+            d.counts[status] += 1
+        if status == FAIL:
+            scale = abs(r.ref)  # type: ignore[arg-type]
+            if scale < tiny:
+                scale = tiny
+            if r.side == "above":
+                distance = (r.current - r.hi) / scale  # type: ignore[operator]
+                d.above = True
+            else:
+                distance = (r.lo - r.current) / scale  # type: ignore[operator]
+                d.below = True
+            if distance > biggest:
+                distance = biggest
+            distances[i] = distance
+            step = r.at_step if r.step == -1 else r.step
+            if step is not None:
+                if d.first is None or step < d.first:
+                    d.first = step
+                if d.last is None or step > d.last:
+                    d.last = step
+            if d.worst is None or distance > d.worst_distance:
+                d.worst, d.worst_distance = r, distance
+            d.failing = True
+        elif status == ERROR:
+            if d.error is None:
+                d.error = r.reason
+            d.failing = True
+    found = {} if declaration_counts is None else declaration_counts
+    entries = [d.entry(d.counts if counting else found.get(d.key, {})) for d in gathered.values() if d.failing]
+    entries.sort(key=lambda e: (e["worst"] is None, -e["worst"]["distance"] if e["worst"] is not None else 0.0))
+    return entries, distances
 
 
 def _encoded_size(verdict: dict) -> int:
@@ -168,12 +188,11 @@ def build_verdict(
         for r in results:
             counts[r.status] += 1
     extras = dict(extra_fields)
-    distances = {i: _distance(r) for i, r in enumerate(results) if r.status == FAIL}
-    summary = summarize(results, distances, declaration_counts)
+    summary, distances = summarize(results, declaration_counts)
     if all_results:
         chosen = list(range(len(results)))
     else:
-        fails = sorted(distances, key=lambda i: -distances[i])  # stable: ties keep declaration then step order
+        fails = sorted(distances, key=distances.__getitem__, reverse=True)  # stable: ties keep their order
         errors = [i for i, r in enumerate(results) if r.status == ERROR]
         chosen = fails + errors
     kept = chosen if max_results is None else chosen[:max_results]
