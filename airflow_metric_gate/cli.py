@@ -19,7 +19,13 @@ from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id, ru
 from airflow_metric_gate.records import RecordError
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.store.base import utc
-from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, format_columns, render_table
+from airflow_metric_gate.verdict import (
+    DEFAULT_MAX_RESULTS,
+    DEFAULT_TABLE_ROWS,
+    format_columns,
+    render_report,
+    show_command,
+)
 
 EXIT_OK = 0
 EXIT_BLOCKED = 1
@@ -52,6 +58,20 @@ def _non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
+
+
+def _table_rows_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--table-rows", type=_non_negative, metavar="N",
+        help=f"at most N table rows per declaration, worst first; 0: no limit "
+        f"(default: {DEFAULT_TABLE_ROWS}, no limit with --all)",
+    )
+
+
+def _table_rows(args: argparse.Namespace) -> int | None:
+    if args.table_rows is not None:
+        return args.table_rows or None
+    return None if args.all else DEFAULT_TABLE_ROWS
 
 
 def _store_option(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")
     run.add_argument("--max-results", type=_non_negative, default=DEFAULT_MAX_RESULTS,
                      help=f"at most this many results in the verdict (default: {DEFAULT_MAX_RESULTS})")
+    _table_rows_option(run)
     run.add_argument("--commit", help="commit sha kept as provenance (mark-untrusted --commit finds it)")
     run.add_argument("--training-job-id", help="training job id kept as provenance")
 
@@ -135,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--aggregate", choices=AGGREGATES, default="mean")
     show.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")
     show.add_argument("--json", action="store_true", help="print only the verdict JSON on stdout")
+    show.add_argument("--max-results", type=_non_negative, default=DEFAULT_MAX_RESULTS,
+                      help=f"at most this many results in the verdict (default: {DEFAULT_MAX_RESULTS})")
+    _table_rows_option(show)
     _store_option(show)
 
     rebase = sub.add_parser("rebaseline", help="start a fresh baseline at a run: later runs ignore older history")
@@ -170,8 +194,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(verdict, indent=2))
     else:
-        print(render_table(verdict))
+        print(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args)))
     return EXIT_BLOCKED if verdict["blocking"] else EXIT_OK
+
+
+def _where(verdict: dict, args: argparse.Namespace) -> tuple[str, ...]:
+    if not verdict["summary"] and not verdict["truncated"]:
+        return ()
+    if args.all and not verdict["truncated"] and _table_rows(args) is None:
+        return ()  # everything is on the screen already
+    return (f"Every result: {show_command(verdict)} (same --store); the verdict as JSON: add --json",)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
@@ -257,8 +289,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     with open_store(args.store) as store:
         verdict = evaluate(store, args.run_id, history_limit=args.history_limit, min_history=args.min_history,
-                           aggregate=args.aggregate, all_results=args.all, record=False)
-    print(json.dumps(verdict, indent=2) if args.json else render_table(verdict))
+                           aggregate=args.aggregate, all_results=args.all, max_results=args.max_results,
+                           record=False)
+    if args.json:
+        print(json.dumps(verdict, indent=2))
+    else:
+        print(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args)))
     return EXIT_OK
 
 
