@@ -234,33 +234,36 @@ def evaluate(
     run = store.get_run(run_id)
     if run is None:
         raise StoreInputError(f"the metric store has no run {run_id!r}; persist it before evaluating")
-    by_sums = aggregate == "mean"
-    current, history = store.run_values_and_baselines(run_id, history_limit, sums=by_sums)
+    current, history = store.run_values_and_baselines(run_id, history_limit)
     gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
 
     counts = {status: 0 for status in STATUSES}
     params = {key: constraint_params(gate["constraint"]) for key, gate in gates.items()}
     ordered: list[tuple[int, Result, dict]] = []  # the results the verdict lists, with their gates
+    no_values: list[float] = []
     for v in current:
         key = (v.metric_key, v.steps_key, v.constraint_key)
-        if by_sums:
-            n, total = history.get(v.ordinal, (0, 0.0))
-            found = {"baseline": (n, total / n if n else None)}
-            ref = found["baseline"][1]
-        else:
-            values = history.get(v.ordinal, ())
-            n = len(values)
-            found = {"history": values}
-            ref = reference(values, aggregate) if n else None
-        status = quick_status(v.value, n, ref, params[key], min_history)
+        values = history.get(v.ordinal, no_values)
+        n = len(values)
+        ref = overflow = None
+        if n and n >= min_history:
+            try:
+                ref = reference(values, aggregate)
+            except OverflowError as exc:
+                overflow = str(exc)
+        status = ERROR if overflow else quick_status(v.value, n, ref, params[key], min_history)
         counts[status] += 1
-        if status == FAIL or all_results:
+        if status in (FAIL, ERROR) or all_results:
             gate = gates[key]
-            result = evaluate_value(
-                metric_key=v.metric_key, steps_key=v.steps_key, constraint_key=v.constraint_key, step=v.step,
-                at_step=v.at_step, current=v.value, constraint=gate["constraint"], min_history=min_history,
-                aggregate=aggregate, **found,
-            )
+            if overflow:
+                result = Result(v.metric_key, v.steps_key, v.constraint_key, v.step, v.at_step, ERROR,
+                                current=v.value, n=n, reason=overflow)
+            else:
+                result = evaluate_value(
+                    metric_key=v.metric_key, steps_key=v.steps_key, constraint_key=v.constraint_key, step=v.step,
+                    at_step=v.at_step, current=v.value, constraint=gate["constraint"], min_history=min_history,
+                    aggregate=aggregate, baseline=(n, ref),
+                )
             ordered.append((v.ordinal, result, gate))
     for e in run.selection_errors:
         gate = gates[(e["metric_key"], e["steps_key"], e["constraint_key"])]

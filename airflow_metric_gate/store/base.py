@@ -104,28 +104,28 @@ LIMIT %s
 #: by their own branch, through the (run_id, coordinate) index, so the cost follows the number of
 #: baseline runs and coordinates, never the length of the stored history.
 _BASELINE_SQL = """
-SELECT c.ordinal, {select}
+SELECT c.ordinal, h.value
 FROM metric_values c
 JOIN ({runs}) h
   ON h.metric_key = c.metric_key AND h.steps_key = c.steps_key
  AND h.constraint_key = c.constraint_key AND h.step = c.step
 WHERE c.run_id = %s
-{group}"""
+"""
 _BASELINE_RUN_BRANCH = "SELECT metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
 
 
-def baseline_sql(baseline_runs: int, *, sums: bool) -> str:
+def baseline_sql(baseline_runs: int) -> str:
     """Return the statement reading the baselines of a run from ``baseline_runs`` baseline runs.
 
-    Parameters: the baseline run ids, then the run id.
+    Parameters: the baseline run ids, then the run id.  It returns every baseline value with its
+    ordinal and leaves aggregating to the caller: a sum taken by the database depends on the order
+    it scans the rows in (and SQLite and PostgreSQL sum differently), so the same history could
+    give different means at band edges.
 
     :param baseline_runs: how many baseline run ids are bound.
-    :param sums: ``COUNT`` and ``SUM`` per coordinate (for a mean) instead of every value.
     """
     runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH] * baseline_runs)
-    if sums:
-        return _BASELINE_SQL.format(select="COUNT(h.value), SUM(h.value)", runs=runs, group="GROUP BY c.ordinal\n")
-    return _BASELINE_SQL.format(select="h.value", runs=runs, group="")
+    return _BASELINE_SQL.format(runs=runs)
 
 
 _RUN_COLUMNS = (
@@ -436,19 +436,20 @@ class MetricStore:
             return [self._run_from_row(r) for r in cur.fetchall()]
 
     def run_values_and_baselines(
-        self, run_id: str, history_limit: int, *, sums: bool = False
-    ) -> tuple[list[ValueRow], dict[int, Any]]:
+        self, run_id: str, history_limit: int
+    ) -> tuple[list[ValueRow], dict[int, list[float]]]:
         """Read a run's values and, in one set-based statement, the baselines of all its coordinates.
 
         The baseline of a coordinate is its values in the ``history_limit`` most recent runs of the
         same series identity that are ``baseline`` and ``trusted``, have an earlier logical date, are
         not the run itself, and do not precede the latest rebaseline marker.
 
+        The values come back unaggregated, so the caller's reference (an exactly rounded mean, or
+        a median) does not depend on the order the database returned them in.
+
         :param run_id: the store run id.
         :param history_limit: how many baseline runs to read.
-        :param sums: return ``(count, sum)`` of the baseline values per ordinal, summed by the
-            database (what a mean needs; far less to transfer), instead of the values themselves.
-        :return: the run's values in ordinal order, and baselines by ordinal.
+        :return: the run's values in ordinal order, and each ordinal's baseline values.
         """
         with self._transaction() as cur:
             self._execute(
@@ -458,18 +459,14 @@ class MetricStore:
                 (run_id,),
             )
             current = [ValueRow(*row) for row in cur.fetchall()]
-            history: dict[int, Any] = {}
+            history: dict[int, list[float]] = {}
             base: list[str] = []
             if current and history_limit > 0:
                 self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
                 base = [row[0] for row in cur.fetchall()]
             if base:
-                self._execute(cur, baseline_sql(len(base), sums=sums), (*base, run_id))
-                if sums:
-                    history = {ordinal: (int(n), float(total)) for ordinal, n, total in cur.fetchall()}
-                else:
-                    for ordinal, value in cur.fetchall():
-                        history.setdefault(ordinal, []).append(value)
+                self._execute(cur, baseline_sql(len(base)), (*base, run_id))
+                history = _group_by_ordinal(cur.fetchall())
         return current, history
 
     def history(
@@ -531,6 +528,17 @@ class MetricStore:
         with self._transaction() as cur:
             self._execute(cur, sql, params)
             return int(cur.fetchone()[0])
+
+
+def _group_by_ordinal(rows: Iterable[tuple[int, float]]) -> dict[int, list[float]]:
+    history: dict[int, list[float]] = {}
+    for ordinal, value in rows:
+        values = history.get(ordinal)
+        if values is None:
+            history[ordinal] = [value]
+        else:
+            values.append(value)
+    return history
 
 
 def value_rows(items: Iterable[tuple[int, str, str, str, int, float, int | None]]) -> list[ValueRow]:
