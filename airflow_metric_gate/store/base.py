@@ -60,6 +60,46 @@ class RunRow:
 
 
 @dataclass(frozen=True)
+class WindowRun:
+    """A run in the history window of another run (see :meth:`MetricStore.history_window`)."""
+
+    run_id: str
+    logical_date: datetime
+    status: str
+    airflow_run_id: str | None = None
+
+
+@dataclass
+class HistoryWindow:
+    """The earlier runs a run's baseline can come from, newest first.
+
+    :param runs: the window: the ``history_limit`` most recent earlier baseline runs of the series
+        identity that are not ``untrusted`` and not before the rebaseline marker.
+    :param limit: the ``history_limit`` asked for.
+    :param since: the logical date of the rebaseline marker in force, if any.
+    """
+
+    runs: list[WindowRun]
+    limit: int
+    since: datetime | None = None
+
+    @property
+    def pending(self) -> list[WindowRun]:
+        """The window's runs still ``pending`` (not yet judged), oldest first."""
+        return [r for r in reversed(self.runs) if r.status == "pending"]
+
+    @property
+    def full(self) -> bool:
+        """Whether the window holds ``limit`` runs (an older run could not enter it)."""
+        return len(self.runs) >= self.limit
+
+    @property
+    def oldest(self) -> datetime | None:
+        """The logical date of the oldest run in the window."""
+        return self.runs[-1].logical_date if self.runs else None
+
+
+@dataclass(frozen=True)
 class ValueRow:
     """One ``metric_values`` row of a run: a coordinate and its value."""
 
@@ -98,6 +138,34 @@ WHERE r.role = 'baseline' AND r.status = 'trusted'
   AND (fence.since IS NULL OR r.logical_date >= fence.since)
 ORDER BY r.logical_date DESC, r.run_id DESC
 LIMIT %s
+"""
+
+#: The history window of a run: its earlier baseline runs of the same series identity that are not
+#: ``untrusted``, not before the latest rebaseline marker, the ``history_limit`` most recent of them.
+#: These are the runs its baseline is read from once every ``pending`` one among them is decided.
+#: One row per window run (none when the window is empty), each with the rebaseline fence.
+HISTORY_WINDOW_SQL = """
+WITH cur AS (
+    SELECT series, backend, suite, logical_date FROM runs WHERE run_id = %s
+),
+fence AS (
+    SELECT MAX(r.logical_date) AS since
+    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+    WHERE r.rebaseline = TRUE AND r.logical_date <= cur.logical_date
+),
+win AS (
+    SELECT r.run_id, r.logical_date, r.status, r.airflow_run_id
+    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+    CROSS JOIN fence
+    WHERE r.role = 'baseline' AND r.status <> 'untrusted'
+      AND r.logical_date < cur.logical_date AND r.run_id <> %s
+      AND (fence.since IS NULL OR r.logical_date >= fence.since)
+    ORDER BY r.logical_date DESC, r.run_id DESC
+    LIMIT %s
+)
+SELECT win.run_id, win.logical_date, win.status, win.airflow_run_id, fence.since
+FROM fence LEFT JOIN win ON TRUE
+ORDER BY win.logical_date DESC, win.run_id DESC
 """
 
 #: The baselines of every coordinate of a run in one statement.  Each baseline run's rows are read
@@ -468,6 +536,26 @@ class MetricStore:
                 self._execute(cur, baseline_sql(len(base)), (*base, run_id))
                 history = _group_by_ordinal(cur.fetchall())
         return current, history
+
+    def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
+        """Return the history window of a run, in one statement (see :data:`HISTORY_WINDOW_SQL`).
+
+        The window is what the run's baseline is read from once the window's ``pending`` runs are
+        judged: a ``pending`` run in it may still become trusted, so judging the run before then
+        would read too little history.  An ``untrusted`` run never enters a baseline, so it takes
+        no place in the window.
+
+        :param run_id: the store run id.
+        :param history_limit: how many baseline runs the run's baseline reads.
+        """
+        with self._transaction() as cur:
+            self._execute(cur, HISTORY_WINDOW_SQL, (run_id, run_id, history_limit))
+            rows = cur.fetchall()
+        since = rows[0][4] if rows else None
+        runs = [
+            WindowRun(r[0], self._from_ts(r[1]), r[2], r[3]) for r in rows if r[0] is not None
+        ]
+        return HistoryWindow(runs, history_limit, None if since is None else self._from_ts(since))
 
     def history(
         self,
