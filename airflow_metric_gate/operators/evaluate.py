@@ -156,6 +156,8 @@ class EvaluateGateOperator(BaseOperator):
         with store_errors(self.task_id):
             with open_metric_store(resolve_conn_id(self.conn_id)) as store:
                 window = store.history_window(run_id, self.history_limit)
+        if not window.found:
+            return  # _verdict says the store has no such run
         waiting_for = []
         if window.pending:
             waiting_for.append(f"earlier night(s) stored but not judged yet: {describe_runs(window.pending)}")

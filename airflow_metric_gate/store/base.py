@@ -77,11 +77,13 @@ class HistoryWindow:
         identity that are not ``untrusted`` and not before the rebaseline marker.
     :param limit: the ``history_limit`` asked for.
     :param since: the logical date of the rebaseline marker in force, if any.
+    :param found: whether the store has the run at all.
     """
 
     runs: list[WindowRun]
     limit: int
     since: datetime | None = None
+    found: bool = True
 
     @property
     def pending(self) -> list[WindowRun]:
@@ -143,7 +145,8 @@ LIMIT %s
 #: The history window of a run: its earlier baseline runs of the same series identity that are not
 #: ``untrusted``, not before the latest rebaseline marker, the ``history_limit`` most recent of them.
 #: These are the runs its baseline is read from once every ``pending`` one among them is decided.
-#: One row per window run (none when the window is empty), each with the rebaseline fence.
+#: One row per window run (one row of nulls when the window is empty), each with the rebaseline
+#: fence and whether the run exists.
 HISTORY_WINDOW_SQL = """
 WITH cur AS (
     SELECT series, backend, suite, logical_date FROM runs WHERE run_id = %s
@@ -163,7 +166,7 @@ win AS (
     ORDER BY r.logical_date DESC, r.run_id DESC
     LIMIT %s
 )
-SELECT win.run_id, win.logical_date, win.status, win.airflow_run_id, fence.since
+SELECT win.run_id, win.logical_date, win.status, win.airflow_run_id, fence.since, (SELECT COUNT(*) FROM cur)
 FROM fence LEFT JOIN win ON TRUE
 ORDER BY win.logical_date DESC, win.run_id DESC
 """
@@ -552,10 +555,10 @@ class MetricStore:
             self._execute(cur, HISTORY_WINDOW_SQL, (run_id, run_id, history_limit))
             rows = cur.fetchall()
         since = rows[0][4] if rows else None
-        runs = [
-            WindowRun(r[0], self._from_ts(r[1]), r[2], r[3]) for r in rows if r[0] is not None
-        ]
-        return HistoryWindow(runs, history_limit, None if since is None else self._from_ts(since))
+        runs = [WindowRun(r[0], self._from_ts(r[1]), r[2], r[3]) for r in rows if r[0] is not None]
+        return HistoryWindow(
+            runs, history_limit, None if since is None else self._from_ts(since), found=bool(rows and rows[0][5])
+        )
 
     def history(
         self,

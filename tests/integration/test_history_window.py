@@ -65,4 +65,5 @@ def test_window_respects_the_rebaseline_marker(store):
 def test_unknown_run_has_an_empty_window(store):
     _write(store, "n1", 1, status="pending")
     window = store.history_window("nope", 20)
-    assert window.runs == [] and window.pending == []
+    assert window.runs == [] and window.pending == [] and window.found is False
+    assert store.history_window("n1", 20).found is True

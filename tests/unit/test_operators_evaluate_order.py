@@ -134,3 +134,12 @@ def test_bad_wait_timeout_fails_without_retry(db, bad):
     ctx, persisted = _persist(0)
     with pytest.raises(AirflowFailException, match="wait_timeout"):
         EvaluateGateOperator(task_id="evaluate_gate", run=persisted, wait_timeout=bad).execute(ctx)
+
+
+def test_unknown_store_run_fails_at_once_even_with_an_earlier_dag_run_running(db):
+    _persist(0)
+    ctx = context(logical_date=FIRST_NIGHT + timedelta(days=3))
+    ctx["ti"].previous_dagruns["running"] = SimpleNamespace(run_id="backfill__night2",
+                                                            logical_date=FIRST_NIGHT + timedelta(days=2))
+    with pytest.raises(AirflowFailException, match="no run"):
+        EvaluateGateOperator(task_id="evaluate_gate", run="af-unknown").execute(ctx)
