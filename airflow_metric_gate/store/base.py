@@ -175,28 +175,32 @@ ORDER BY win.logical_date DESC, win.run_id DESC
 #: by their own branch, through the (run_id, coordinate) index, so the cost follows the number of
 #: baseline runs and coordinates, never the length of the stored history.
 _BASELINE_SQL = """
-SELECT c.ordinal, h.value
+SELECT c.ordinal, {select}
 FROM metric_values c
 JOIN ({runs}) h
   ON h.metric_key = c.metric_key AND h.steps_key = c.steps_key
  AND h.constraint_key = c.constraint_key AND h.step = c.step
 WHERE c.run_id = %s
-"""
+{group}"""
 _BASELINE_RUN_BRANCH = "SELECT metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
 
 
-def baseline_sql(baseline_runs: int) -> str:
+def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:
     """Return the statement reading the baselines of a run from ``baseline_runs`` baseline runs.
 
-    Parameters: the baseline run ids, then the run id.  It returns every baseline value with its
-    ordinal and leaves aggregating to the caller: a sum taken by the database depends on the order
-    it scans the rows in (and SQLite and PostgreSQL sum differently), so the same history could
-    give different means at band edges.
+    Parameters: the baseline run ids, then the run id.  It returns the baseline values themselves
+    and leaves aggregating to the caller: a sum taken by the database depends on the order it scans
+    the rows in (and SQLite and PostgreSQL sum differently), so the same history could give
+    different means at band edges.
 
     :param baseline_runs: how many baseline run ids are bound.
+    :param arrays: one row per ordinal with an array of its values (PostgreSQL ``array_agg``; less
+        to transfer and nothing to group in Python), instead of one row per value.
     """
     runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH] * baseline_runs)
-    return _BASELINE_SQL.format(runs=runs)
+    if arrays:
+        return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, group="GROUP BY c.ordinal\n")
+    return _BASELINE_SQL.format(select="h.value", runs=runs, group="")
 
 
 _RUN_COLUMNS = (
@@ -536,8 +540,9 @@ class MetricStore:
                 self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
                 base = [row[0] for row in cur.fetchall()]
             if base:
-                self._execute(cur, baseline_sql(len(base)), (*base, run_id))
-                history = _group_by_ordinal(cur.fetchall())
+                arrays = self.dialect == "postgres"
+                self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_id))
+                history = dict(cur.fetchall()) if arrays else _group_by_ordinal(cur.fetchall())
         return current, history
 
     def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
