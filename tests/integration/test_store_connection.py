@@ -142,3 +142,15 @@ def test_store_that_never_answers_exits_3_within_the_connect_timeout(record, sil
     assert took < limit + 8, took
     assert "connect_timeout" in proc.stderr
     assert "store unavailable" in proc.stderr
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(("query", "shown"), [("", "5min"), ("?statement_timeout=1234ms", "1234ms"),
+                                              ("?statement_timeout=0", "0")])
+def test_every_transaction_runs_under_the_statement_timeout(pg_url, query, shown):
+    from airflow_metric_gate.store import open_store
+
+    with open_store(f"{pg_url}{query}") as store:
+        with store._transaction() as cur:
+            cur.execute("SHOW statement_timeout")
+            assert cur.fetchone()[0] == shown
