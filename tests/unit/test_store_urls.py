@@ -153,3 +153,15 @@ def test_sqlite_url_takes_a_lock_timeout():
 def test_sqlite_url_with_a_bad_query_is_bad_input(query, named):
     with pytest.raises(StoreInputError, match=named):
         open_store(f"sqlite:///gate.db?{query}")
+
+
+def test_every_query_parameter_and_default_is_documented():
+    from pathlib import Path
+
+    from airflow_metric_gate.store.urls import DEFAULT_STATEMENT_TIMEOUT, POSTGRES_PARAMETERS, SQLITE_PARAMETERS
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text(encoding="utf-8")
+    for name in [*POSTGRES_PARAMETERS, *SQLITE_PARAMETERS]:
+        assert f"`{name}" in page, f"store URL parameter {name!r} is not documented"
+    assert f"`{DEFAULT_CONNECT_TIMEOUT}`" in page
+    assert f"`{DEFAULT_STATEMENT_TIMEOUT}`" in page
