@@ -124,7 +124,7 @@ class PostgresStore(MetricStore):
         kwargs = target.connect_kwargs
         return cls(
             lambda: psycopg2.connect(**kwargs),
-            description=f"postgres {target.shown}",
+            description=target.shown,
             timeouts=target.timeouts,
             secrets=target.secrets,
         )
