@@ -66,13 +66,15 @@ def _assert_no_secret(text):
         assert part not in text, text
 
 
-@pytest.mark.parametrize("uri", [False, True])
-@pytest.mark.parametrize("password", [PASSWORD, AT_PASSWORD])
-def test_wrong_password_retries_without_showing_the_password(monkeypatch, caplog, uri, password):
+@pytest.mark.parametrize(
+    ("password", "uri"),
+    [(PASSWORD, False), (AT_PASSWORD, False), (PASSWORD, True), (AT_PASSWORD.replace("@", "%40"), True),
+     (AT_PASSWORD, True)],
+)
+def test_wrong_password_retries_without_showing_the_password(monkeypatch, caplog, password, uri):
     caplog.set_level(logging.DEBUG)
     with FakePostgres("password") as server:
-        _connection(monkeypatch, port=server.port, password=password if not uri else password.replace("@", "%40"),
-                    uri=uri)
+        _connection(monkeypatch, port=server.port, password=password, uri=uri)
         outcome = _execute(_persist(), 30)
     err = outcome["error"]
     assert isinstance(err, AirflowException) and not isinstance(err, AirflowFailException), err
