@@ -258,12 +258,26 @@ class MetricStore:
     def _begin(self, cur: Any) -> None:
         """Open a transaction on ``cur``'s connection (drivers that begin implicitly do nothing)."""
 
+    def _error_text(self, exc: BaseException) -> str:
+        """Return a driver error as one line for a message (dialects hide secrets and add hints)."""
+        return " ".join(str(exc).split())
+
+    def _cause(self, exc: BaseException) -> BaseException | None:
+        """Return the driver error to chain to a store error, or ``None`` when its text shows a secret."""
+        return exc
+
     def _connection(self) -> Any:
         if self._conn is None:
             try:
                 self._conn = self._connect()
             except self.outage_errors as exc:
-                raise StoreUnavailable(f"cannot connect to the metric store ({self.description}): {exc}") from exc
+                raise StoreUnavailable(
+                    f"cannot connect to the metric store ({self.description}): {self._error_text(exc)}"
+                ) from self._cause(exc)
+            except self.driver_errors as exc:  # the driver refused the settings themselves
+                raise StoreInputError(
+                    f"invalid connection settings of the metric store ({self.description}): {self._error_text(exc)}"
+                ) from self._cause(exc)
         return self._conn
 
     def close(self) -> None:
@@ -297,9 +311,13 @@ class MetricStore:
                 pass
             if isinstance(exc, self.outage_errors):
                 self.close()
-                raise StoreUnavailable(f"metric store ({self.description}) unavailable: {exc}") from exc
+                raise StoreUnavailable(
+                    f"metric store ({self.description}) unavailable: {self._error_text(exc)}"
+                ) from self._cause(exc)
             if isinstance(exc, self.driver_errors):
-                raise StoreError(f"metric store ({self.description}) error: {exc}") from exc
+                raise StoreError(
+                    f"metric store ({self.description}) error: {self._error_text(exc)}"
+                ) from self._cause(exc)
             raise
         finally:
             try:
