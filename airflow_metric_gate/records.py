@@ -8,9 +8,11 @@ and merges everything into one :class:`Record`.  Any structural problem raises
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import os
+import stat
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,15 +52,20 @@ class Record:
         a value is whatever the record held (numbers, non-finite floats, or non-numeric values
         that step selection drops).
     :param sources: the files read, in read order.
+    :param skipped: the entries of a record directory that were not read, as ``(path, reason)``.
     """
 
-    __slots__ = ("metrics", "sources")
+    __slots__ = ("metrics", "sources", "skipped")
 
     def __init__(
-        self, metrics: dict[str, list[Point]] | None = None, sources: list[str] | None = None
+        self,
+        metrics: dict[str, list[Point]] | None = None,
+        sources: list[str] | None = None,
+        skipped: list[tuple[str, str]] | None = None,
     ) -> None:
         self.metrics: dict[str, list[Point]] = metrics if metrics is not None else {}
         self.sources: list[str] = sources if sources is not None else []
+        self.skipped: list[tuple[str, str]] = skipped if skipped is not None else []
 
     def __contains__(self, metric: object) -> bool:
         return metric in self.metrics
@@ -110,14 +117,80 @@ def _as_path(location: Any) -> Any:
     return location
 
 
-def _data_files(path: Any) -> tuple[list[Any], bool]:
-    """Return the files to read and whether ``path`` is a directory."""
+def skip_reason(name: str) -> str | None:
+    """Return why a record directory entry is skipped by its name, or ``None`` when it is read.
+
+    :param name: the file name.
+    """
+    if name.startswith("."):
+        return "hidden file: the name starts with '.'"
+    if name.startswith("_"):
+        return "marker file: the name starts with '_'"
+    if name.endswith(".tmp"):
+        return "temporary file: the name ends with '.tmp'"
+    return None
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _local_kind(path: Path) -> str:
+    """Classify a local path without opening it: ``file``, ``dir``, or raise naming what is wrong."""
     try:
-        if not path.exists():
-            raise RecordError("no such file or directory", path=str(path))
-        if not path.is_dir():
-            return [path], False
-        children = [c for c in path.iterdir() if is_data_file_name(c.name) and c.is_file()]
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise RecordError("broken symbolic link: its target does not exist", path=str(path)) from None
+        raise RecordError("no such file or directory", path=str(path)) from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise RecordError("symbolic link loop: the link never reaches a file", path=str(path)) from None
+        raise RecordError(f"cannot read: {err.strerror or err}", path=str(path)) from err
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "a special file")
+    raise RecordError(f"not a regular file ({kind}); a record is a file or a directory of files", path=str(path))
+
+
+def _data_files(path: Any) -> tuple[list[Any], bool, list[tuple[str, str]]]:
+    """Return the files to read, whether ``path`` is a directory, and the entries skipped.
+
+    Local paths are classified with ``stat`` before anything is opened: FIFOs, sockets, devices,
+    broken symbolic links and link loops are errors, in a directory too (a data file that cannot
+    be read would leave the record incomplete).  Subdirectories and names skipped by
+    :func:`skip_reason` are reported as skipped.
+    """
+    local = isinstance(path, Path) and not hasattr(path, "protocol")
+    skipped: list[tuple[str, str]] = []
+    try:
+        if local:
+            if _local_kind(path) == "file":
+                return [path], False, skipped
+        else:
+            if not path.exists():
+                raise RecordError("no such file or directory", path=str(path))
+            if not path.is_dir():
+                return [path], False, skipped
+        children = []
+        for child in path.iterdir():
+            reason = skip_reason(child.name)
+            if reason is None:
+                kind = _local_kind(child) if local else ("dir" if child.is_dir() else "file" if child.is_file() else "")
+                if kind == "dir":
+                    reason = "a directory: only the files directly inside the record directory are read"
+                elif kind != "file":
+                    reason = "neither a file nor a directory"
+            if reason is None:
+                children.append(child)
+            else:
+                skipped.append((str(child), reason))
     except OSError as err:
         raise RecordError(f"cannot read: {err}", path=str(path)) from err
     if not children:
@@ -125,7 +198,8 @@ def _data_files(path: Any) -> tuple[list[Any], bool]:
             "directory holds no record file (names starting with '.' or '_' and *.tmp files are skipped)",
             path=str(path),
         )
-    return sorted(children, key=lambda c: c.name), True
+    skipped.sort()
+    return sorted(children, key=lambda c: c.name), True, skipped
 
 
 def _json_error(err: ValueError) -> str:
@@ -144,6 +218,11 @@ def _loaded_lines(fh: Any, name: str, load_line: Any) -> Iterator[Any]:
             if not raw.strip():
                 continue
             raise RecordError(_json_error(err), path=name, line=lineno) from None
+        except RecursionError:
+            raise RecordError(
+                "not valid JSON: nested too deeply for the JSON parser (a record line nests 3 levels)",
+                path=name, line=lineno,
+            ) from None
         try:
             loaded = load_line(obj, may_hold_markers(raw))
         except ValidationError as err:
@@ -225,7 +304,7 @@ def read_record(location: Any, *, format: str = "series") -> Record:
     else:
         raise RecordError(f"unknown record format {format!r} (expected one of: {', '.join(RECORD_FORMATS)})")
     path = _as_path(location)
-    files, is_directory = _data_files(path)
+    files, is_directory, skipped = _data_files(path)
     metrics: dict[str, list[Point]] = {}
     sources: list[str] = []
     lines = 0
@@ -243,5 +322,5 @@ def read_record(location: Any, *, format: str = "series") -> Record:
     if is_directory:
         for points in metrics.values():
             _sort_by_step(points)
-    return Record(metrics, sources)
+    return Record(metrics, sources, skipped)
 
