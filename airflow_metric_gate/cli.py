@@ -232,7 +232,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
     if not rows:
-        print(f"no stored values of {args.metric_key} for series {args.series}")
+        print(printable(f"no stored values of {args.metric_key} for series {args.series}"))
         return EXIT_OK
     header = ("LOGICAL DATE", "RUN", "ROLE", "STATUS", "STEP", "VALUE", "STEPS", "CONSTRAINT")
     table = [
@@ -241,7 +241,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
          r["steps_key"], r["constraint_key"])
         for r in rows
     ]
-    print("\n".join(format_columns(header, table)))
+    print("\n".join(format_columns(header, [list(map(printable, row)) for row in table])))
     return EXIT_OK
 
 
@@ -255,7 +255,7 @@ def _cmd_mark(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
         changed = store.mark(args.status, by=by, key=key, reason=args.reason)
         found = len(store.find_runs(by=by, key=key))
-    print(f"marked {changed} run(s) {args.status} ({found} run(s) match {by} {key})")
+    print(printable(f"marked {changed} run(s) {args.status} ({found} run(s) match {by} {key})"))
     return EXIT_OK
 
 
@@ -277,7 +277,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         return EXIT_OK
     keys = ("logical_date", "run_id", "series", "role", "status", "status_reason")
     header = [k.upper().replace("_", " ") for k in keys]
-    print("\n".join(format_columns(header, [[str(row[k] or "") for k in keys] for row in table])))
+    print("\n".join(format_columns(header, [[printable(row[k] or "") for k in keys] for row in table])))
     return EXIT_OK
 
 
@@ -297,7 +297,7 @@ def _cmd_rebaseline(args: argparse.Namespace) -> int:
             raise StoreInputError(f"the metric store has no run {args.run_id!r}")
         changed = store.mark_rebaseline(args.run_id, on=not args.undo)
     state = "removed from" if args.undo else "set on"
-    print(f"rebaseline marker {state} run {args.run_id} ({changed} changed)")
+    print(printable(f"rebaseline marker {state} run {args.run_id} ({changed} changed)"))
     return EXIT_OK
 
 

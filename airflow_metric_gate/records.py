@@ -139,6 +139,16 @@ _SPECIAL_KINDS = (
 )
 
 
+def _local_path(path: Any) -> Path | None:
+    """The local file system path of ``path``, or ``None`` for object storage."""
+    protocol = getattr(path, "protocol", None)
+    if protocol is None:
+        return path if isinstance(path, Path) else None
+    if protocol in ("", "file", "local") and isinstance(getattr(path, "path", None), str):
+        return Path(path.path)
+    return None
+
+
 def _local_kind(path: Path) -> str:
     """Classify a local path without opening it: ``file``, ``dir``, or raise naming what is wrong."""
     try:
@@ -167,11 +177,11 @@ def _data_files(path: Any) -> tuple[list[Any], bool, list[tuple[str, str]]]:
     be read would leave the record incomplete).  Subdirectories and names skipped by
     :func:`skip_reason` are reported as skipped.
     """
-    local = isinstance(path, Path) and not hasattr(path, "protocol")
+    local = _local_path(path) is not None
     skipped: list[tuple[str, str]] = []
     try:
         if local:
-            if _local_kind(path) == "file":
+            if _local_kind(_local_path(path)) == "file":
                 return [path], False, skipped
         else:
             if not path.exists():
@@ -182,7 +192,10 @@ def _data_files(path: Any) -> tuple[list[Any], bool, list[tuple[str, str]]]:
         for child in path.iterdir():
             reason = skip_reason(child.name)
             if reason is None:
-                kind = _local_kind(child) if local else ("dir" if child.is_dir() else "file" if child.is_file() else "")
+                if local:
+                    kind = _local_kind(_local_path(child))
+                else:
+                    kind = "dir" if child.is_dir() else "file" if child.is_file() else ""
                 if kind == "dir":
                     reason = "a directory: only the files directly inside the record directory are read"
                 elif kind != "file":

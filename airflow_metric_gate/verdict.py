@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 
 from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES, Result
+from airflow_metric_gate.printable import printable_copy
 
 VERDICT_SCHEMA = "airflow-metric-gate/verdict/v1"
 DEFAULT_MAX_RESULTS = 200
@@ -101,7 +102,10 @@ def summary_line(verdict: dict) -> str:
     """Return the one greppable line that sums a verdict up.
 
     ``metric-gate: <series> run <id>: TRUSTED|NOT-TRUSTED (<n> results, <f> fail, <e> error)``
+
+    Control characters in names are escaped (:func:`~airflow_metric_gate.printable.printable`).
     """
+    verdict = printable_copy(verdict)
     counts = verdict["counts"]
     total = sum(counts.values())
     state = "TRUSTED" if verdict["trusted"] else "NOT-TRUSTED"
@@ -136,8 +140,12 @@ def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
 def render_table(verdict: dict) -> str:
     """Render a verdict as the table an on-call engineer scans: failures and errors first.
 
+    Control characters in keys, names and reasons are escaped
+    (:func:`~airflow_metric_gate.printable.printable`): a key cannot start a line of its own.
+
     :param verdict: a verdict from :func:`build_verdict`.
     """
+    verdict = printable_copy(verdict)
     head = (
         f"metric-gate verdict for series {verdict['series']} ({verdict['backend']}, {verdict['suite']}), "
         f"run {verdict['run_id']}, role {verdict['role']}, logical date {verdict['logical_date']}"

@@ -18,6 +18,7 @@ from airflow_metric_gate.declarations import (
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.operators.ingest import record_location
 from airflow_metric_gate.pipeline import ingest, select, selection_to_payload
+from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import RECORD_FORMATS, RecordError
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class SelectStepsOperator(BaseOperator):
         selections = select(record, declarations)
         for s in selections:
             if s.error is not None:
-                self.log.warning("%s: cannot select: %s", s.declaration.metric_key, s.error)
+                self.log.warning("%s: cannot select: %s", printable(s.declaration.metric_key), printable(s.error))
         self.log.info(
             "Selected %s value(s) for %s declaration(s), %s declaration error(s)",
             sum(len(s) for s in selections),
