@@ -74,13 +74,21 @@ def _encode(obj) -> str:
     return json.dumps(obj, allow_nan=True)
 
 
+def _deep_value_line(depth: int) -> str:
+    return '{"metric": "m", "series": [[0, ' + "[" * depth + "]" * depth + "]]}"
+
+
 raw_line = st.one_of(
     st.text(max_size=40),
     st.binary(max_size=40).map(lambda b: b.decode("latin-1")),
     st.integers(min_value=1, max_value=3000).map(lambda n: "[" * n + "]" * n),
-    st.integers(min_value=1, max_value=3000).map(lambda n: '{"metric": "m", "series": [[0, ' + "[" * n + "]" * n + "]]}"),
-    st.sampled_from(['{"metric": "m\\ud800", "series": [[0, 1]]}', '{"metric": "m\\u0000", "series": [[0, 1]]}',
-                     '{"metric": "m", "series": [[0, 1e400]]}', '{"metric": "m", "series": [[0, 1' + "0" * 5000 + "]]}"]),
+    st.integers(min_value=1, max_value=3000).map(_deep_value_line),
+    st.sampled_from([
+        '{"metric": "m\\ud800", "series": [[0, 1]]}',
+        '{"metric": "m\\u0000", "series": [[0, 1]]}',
+        '{"metric": "m", "series": [[0, 1e400]]}',
+        '{"metric": "m", "series": [[0, 1' + "0" * 5000 + "]]}",
+    ]),
 )
 record_lines = st.lists(
     st.one_of(series_line.map(_encode), rows_line.map(_encode), raw_line), min_size=0, max_size=6
