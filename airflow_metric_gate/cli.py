@@ -19,7 +19,13 @@ from airflow_metric_gate import __version__
 from airflow_metric_gate.declarations import DeclarationError, load_gates_file
 from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.evaluation import AGGREGATES, DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
-from airflow_metric_gate.limits import MAX_HISTORY_LIMIT, MAX_NAME_BYTES, key_problem, logical_date_problem
+from airflow_metric_gate.limits import (
+    MAX_HISTORY_LIMIT,
+    MAX_NAME_BYTES,
+    MAX_STEP,
+    key_problem,
+    logical_date_problem,
+)
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id, run_gate
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import RecordError
@@ -56,8 +62,15 @@ def _logical_date(text: str | None) -> datetime:
 
 def _positive(text: str) -> int:
     value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    if not 1 <= value <= MAX_STEP:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_STEP}, got {value}")
+    return value
+
+
+def _stored_step(text: str) -> int:
+    value = int(text)
+    if not -1 <= value <= MAX_STEP:
+        raise argparse.ArgumentTypeError(f"must be -1 (steps \"last\") or from 0 to {MAX_STEP}, got {value}")
     return value
 
 
@@ -125,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--series", required=True)
     history.add_argument("--backend")
     history.add_argument("--suite")
-    history.add_argument("--step", type=int, help="stored step (-1 for steps \"last\")")
+    history.add_argument("--step", type=_stored_step, help="stored step (-1 for steps \"last\")")
     history.add_argument("--limit", type=_positive, default=50, help="at most this many rows (default: 50)")
     _store_option(history)
     history.add_argument("--json", action="store_true", help="print rows as JSON")

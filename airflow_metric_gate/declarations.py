@@ -40,6 +40,7 @@ from airflow_metric_gate.limits import (
     MAX_NESTING_DEPTH,
     MAX_STEPS_KEY_BYTES,
     MAX_YAML_ALIASES,
+    MAX_YAML_NODES,
     key_problem,
 )
 from airflow_metric_gate.schemas.declarations import (
@@ -446,9 +447,10 @@ def _gate_lines(node: yaml.Node | None) -> list[int] | None:
 class _BoundedLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that refuses what could make a small file expensive to load.
 
-    Aliases may only repeat scalars (an alias to a mapping or list is how a 400-byte file expands to
-    billions of items, or refers to itself), at most :data:`MAX_YAML_ALIASES` of them, and
-    collections nest at most :data:`MAX_NESTING_DEPTH` deep.  Each refusal names the line.
+    Aliases to mappings and lists are how a 400-byte file expands to billions of items ("billion
+    laughs"): the document may hold at most :data:`MAX_YAML_NODES` nodes with its aliases expanded,
+    use at most :data:`MAX_YAML_ALIASES` aliases, and no alias may refer to a collection that holds
+    it.  Collections nest at most :data:`MAX_NESTING_DEPTH` deep.  Each refusal names the line.
     """
 
     def __init__(self, stream: str, name: str) -> None:
@@ -456,6 +458,21 @@ class _BoundedLoader(yaml.SafeLoader):
         self.name = name
         self.depth = 0
         self.aliases = 0
+        self.nodes = 0  # nodes so far, aliases expanded
+        self.sizes: dict[int, int] = {}  # id(node) -> expanded size, for finished nodes
+
+    def _size(self, node: yaml.Node) -> int:
+        """Expanded size of a finished node (its aliased parts counted every time they are used)."""
+        size = self.sizes.get(id(node))
+        if size is None:
+            if isinstance(node, yaml.SequenceNode):
+                size = 1 + sum(self._size(child) for child in node.value)
+            elif isinstance(node, yaml.MappingNode):
+                size = 1 + sum(self._size(k) + self._size(v) for k, v in node.value)
+            else:
+                size = 1
+            self.sizes[id(node)] = size
+        return size
 
     def _refuse(self, message: str, mark: Any) -> DeclarationError:
         return DeclarationError(message, path=self.name, line=mark.line + 1 if mark is not None else None)
@@ -464,22 +481,31 @@ class _BoundedLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
             target = self.anchors.get(event.anchor)
-            if target is not None and not isinstance(target, yaml.ScalarNode):
-                raise self._refuse(
-                    f"alias *{event.anchor} refers to a mapping or list; aliases may only repeat scalars",
-                    event.start_mark,
-                )
-            self.aliases += 1
-            if self.aliases > MAX_YAML_ALIASES:
-                raise self._refuse(f"more than {MAX_YAML_ALIASES} aliases", event.start_mark)
+            if target is not None:
+                if not isinstance(target, yaml.ScalarNode) and id(target) not in self.sizes:
+                    raise self._refuse(
+                        f"alias *{event.anchor} refers to a mapping or list that holds the alias itself",
+                        event.start_mark,
+                    )
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    raise self._refuse(f"more than {MAX_YAML_ALIASES} aliases", event.start_mark)
+                self.nodes += self._size(target)
+                if self.nodes > MAX_YAML_NODES:
+                    raise self._refuse(
+                        f"alias *{event.anchor} expands the file to more than {MAX_YAML_NODES} nodes", event.start_mark
+                    )
             return super().compose_node(parent, index)
         self.depth += 1
         try:
             if self.depth > MAX_NESTING_DEPTH:
                 raise self._refuse(f"nested deeper than {MAX_NESTING_DEPTH} levels", self.peek_event().start_mark)
-            return super().compose_node(parent, index)
+            self.nodes += 1
+            node = super().compose_node(parent, index)
         finally:
             self.depth -= 1
+        self._size(node)  # finished: aliases to it may now be expanded
+        return node
 
 
 def _compose(text: str, name: str) -> tuple[yaml.Node | None, _BoundedLoader]:

@@ -26,8 +26,10 @@ MAX_NAME_BYTES = 256
 MAX_HISTORY_LIMIT = 500
 #: Gates files (YAML and JSON) may nest mappings and lists at most this deep.
 MAX_NESTING_DEPTH = 64
-#: A YAML gates file may use at most this many aliases, and only to repeat scalars.
-MAX_YAML_ALIASES = 100
+#: A YAML gates file may use at most this many aliases (``*name``).
+MAX_YAML_ALIASES = 1000
+#: A YAML gates file may hold at most this many nodes once its aliases are expanded.
+MAX_YAML_NODES = 100_000
 #: Logical dates (UTC) from the start of year 1000 to the end of 9998: every store keeps them, and
 #: any time zone offset leaves them inside Python's dates.
 MIN_LOGICAL_DATE = datetime(1000, 1, 1, tzinfo=timezone.utc)

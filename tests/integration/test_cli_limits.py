@@ -169,7 +169,7 @@ def test_billion_laughs_yaml_is_refused_quickly_naming_file_and_line(tmp_path):
     proc = subprocess.run([*CLI, "run", str(record), "--gates", str(gates), "--store", store_url],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2, proc.stderr
-    assert f"{gates}:2:" in proc.stderr and "alias" in proc.stderr
+    assert f"{gates}:" in proc.stderr and "alias" in proc.stderr and "nodes" in proc.stderr
     assert _counts(store_url) == (0, 0)
 
 
@@ -441,3 +441,29 @@ def test_control_characters_in_the_runs_table_are_escaped(capsys, tmp_path):
     assert code == 0
     assert len(out.strip().splitlines()) == 2  # header and one run
     assert "bad\\nmetric-gate: TRUSTED" in out
+
+
+def test_yaml_aliases_to_a_shared_band_are_accepted(capsys, tmp_path):
+    gates = _gates(tmp_path, textwrap.dedent("""\
+        gates:
+          - metric_key: &name m
+            steps: all
+            constraint: &band {rel_up: 0.5, rel_down: 0.5}
+          - metric_key: *name
+            steps: last
+            constraint: *band
+    """))
+    record = _record(tmp_path, '{"metric": "m", "series": [[0, 1.0]]}\n')
+    store_url = _sqlite(tmp_path)
+    code, _, err = _run(capsys, "run", record, "--gates", gates, "--store", store_url)
+    assert code == 0, err
+    assert _counts(store_url) == (1, 2)
+
+
+@pytest.mark.parametrize("argv", [["history", "m", "--series", "s", "--step", str(2**63)],
+                                  ["history", "m", "--series", "s", "--limit", str(2**64)],
+                                  ["runs", "--limit", str(2**64)]])
+def test_integer_options_beyond_64_bits_are_usage_errors(capsys, tmp_path, argv):
+    code, _, err = _run(capsys, *argv, "--store", _sqlite(tmp_path))
+    assert code == 2, err
+    assert "Traceback" not in err and "internal error" not in err
