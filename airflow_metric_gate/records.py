@@ -294,8 +294,11 @@ def _sort_by_step(points: list[Point]) -> None:
 def read_record(location: Any, *, format: str = "series") -> Record:
     """Read a record file, or merge a directory of record files.
 
-    In a directory, files are read in sorted name order, skipping ``*.tmp`` files and names that
-    start with ``.`` or ``_`` (such as the ``_SUCCESS`` completion marker).  The points of a
+    In a directory, files are read in sorted name order, skipping ``*.tmp`` files, names that
+    start with ``.`` or ``_`` (such as the ``_SUCCESS`` completion marker) and subdirectories; the
+    skipped entries are listed in :attr:`Record.skipped`.  A FIFO, socket or device, a broken
+    symbolic link or a link loop (as the record or in its directory) is an error, found before
+    anything is opened.  The points of a
     metric found in several files are concatenated, then stably sorted by step with ``null``
     steps last; metrics keep first-seen order.  In a single file a metric written on several
     lines is concatenated in line order.
@@ -308,7 +311,8 @@ def read_record(location: Any, *, format: str = "series") -> Record:
         or a pathlib-like object such as ``airflow.sdk.ObjectStoragePath``.
     :param format: ``"series"`` (one ``{"metric": ..., "series": [[step, value], ...]}`` line per
         metric) or ``"rows"`` (one ``{"step": ..., "<metric>": value, ...}`` line per step).
-    :raises RecordError: naming the file and line of the first problem.
+    :raises RecordError: naming the file and line of the first problem (steps above 2**63 - 1
+        and lines nested too deeply for the JSON parser included).
     """
     if format == "series":
         read_lines = _read_series
