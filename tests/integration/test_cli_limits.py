@@ -467,3 +467,20 @@ def test_integer_options_beyond_64_bits_are_usage_errors(capsys, tmp_path, argv)
     code, _, err = _run(capsys, *argv, "--store", _sqlite(tmp_path))
     assert code == 2, err
     assert "Traceback" not in err and "internal error" not in err
+
+
+def test_every_key_at_its_limit_is_stored_on_both_stores(capsys, tmp_path, store_url):
+    from airflow_metric_gate.declarations import canonical_key
+    from airflow_metric_gate.limits import MAX_NAME_BYTES, MAX_STEPS_KEY_BYTES
+
+    steps = list(range(100_000, 100_146))
+    assert len(canonical_key(steps)) == MAX_STEPS_KEY_BYTES - 1
+    constraint = {k: 1.2345678901234567e-300 for k in ("rel_up", "abs_floor_up", "rel_down", "abs_floor_down")}
+    metric_key = "\u00e9" * 256
+    gates = _json_gates(tmp_path, {"metric_key": metric_key, "steps": steps, "constraint": constraint})
+    record = _record(tmp_path, json.dumps({"metric": metric_key, "series": [[s, 1.0] for s in steps]}) + "\n")
+    name = "n" * MAX_NAME_BYTES
+    code, _, err = _run(capsys, "run", record, "--gates", gates, "--store", store_url, "--series", name,
+                        "--backend", name, "--suite", name, "--run-id", name, "--commit", name)
+    assert code == 0, err
+    assert _counts(store_url) == (1, len(steps))
