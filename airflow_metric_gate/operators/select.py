@@ -95,7 +95,7 @@ class SelectStepsOperator(BaseOperator):
                 source = f"{self.dag_id}.{self.task_id}" if self.has_dag() else self.task_id
                 found.extend(resolve_declarations(self.gates, defaults=self.defaults, source=source))
         except DeclarationError as err:
-            raise AirflowFailException(f"invalid gate declarations: {err}") from err
+            raise AirflowFailException(printable(f"invalid gate declarations: {err}")) from err
         return found
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -117,7 +117,7 @@ class SelectStepsOperator(BaseOperator):
         try:
             record = ingest(ObjectStoragePath(location, conn_id=optional(self.storage_conn_id)), format=fmt)
         except RecordError as err:
-            raise AirflowFailException(f"bad training record {location}: {err}") from err
+            raise AirflowFailException(printable(f"bad training record {location}: {err}")) from err
         selections = select(record, declarations)
         for s in selections:
             if s.error is not None:
