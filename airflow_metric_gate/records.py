@@ -95,7 +95,7 @@ def is_data_file_name(name: str) -> bool:
 
     :param name: the file name.
     """
-    return not name.startswith((".", "_")) and not name.endswith(".tmp")
+    return skip_reason(name) is None
 
 
 def _as_path(location: Any) -> Any:
