@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES, Result
+from airflow_metric_gate.printable import printable, printable_copy
 
 VERDICT_SCHEMA = "airflow-metric-gate/verdict/v1"
 DEFAULT_MAX_RESULTS = 200
@@ -231,7 +232,10 @@ def summary_line(verdict: dict) -> str:
     """Return the one greppable line that sums a verdict up.
 
     ``metric-gate: <series> run <id>: TRUSTED|NOT-TRUSTED (<n> results, <f> fail, <e> error)``
+
+    Control characters in names are escaped (:func:`~airflow_metric_gate.printable.printable`).
     """
+    verdict = printable_copy(verdict)
     counts = verdict["counts"]
     total = sum(counts.values())
     state = "TRUSTED" if verdict["trusted"] else "NOT-TRUSTED"
@@ -288,7 +292,7 @@ def summary_entry_line(entry: Mapping) -> str:
     counts = entry["counts"]
     worst = entry["worst"]
     if worst is None:
-        return f"ERROR {name}: {entry['error']}"
+        return printable(f"ERROR {name}: {entry['error']}")
     steps = counts[PASS] + counts[FAIL] + counts[INACTIVE]
     parts = [f"{counts[FAIL]} of {steps} {'step' if steps == 1 else 'steps'} FAIL"]
     first, last = entry["first_failing_step"], entry["last_failing_step"]
@@ -303,7 +307,7 @@ def summary_entry_line(entry: Mapping) -> str:
     )
     if counts[ERROR]:
         parts.append(f"{counts[ERROR]} ERROR: {entry['error']}")
-    return f"REGRESSED {name}: " + ", ".join(parts)
+    return printable(f"REGRESSED {name}: " + ", ".join(parts))
 
 
 def _result_distance(result: Mapping) -> float:
@@ -341,11 +345,15 @@ def render_table(verdict: dict, *, table_rows: int | None = DEFAULT_TABLE_ROWS, 
     one, at most ``table_rows`` results, worst first (FAILs by distance, then ERROR, INACTIVE,
     PASS), followed by a ``... N more result(s) of <metric> not shown`` line when some are left out.
 
+    Control characters in keys, names and reasons are escaped
+    (:func:`~airflow_metric_gate.printable.printable`): a key cannot start a line of its own.
+
     :param verdict: a verdict from :func:`build_verdict`.
     :param table_rows: at most this many rows per declaration; ``None`` or 0: no limit.
     :param fails: whether enforced FAIL/ERROR results fail this run where it is rendered
         (``False`` for a shadow run in Airflow, which reports them only).
     """
+    verdict = printable_copy(verdict)
     head = (
         f"metric-gate verdict for series {verdict['series']} ({verdict['backend']}, {verdict['suite']}), "
         f"run {verdict['run_id']}, role {verdict['role']}, logical date {verdict['logical_date']}"
