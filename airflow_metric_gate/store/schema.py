@@ -70,8 +70,14 @@ _V1 = [
     "ON metric_values (metric_key, steps_key, constraint_key, step)",
 ]
 
+_V2 = [
+    # The runs of one series identity in logical-date order: the UI's runs page and the history of a
+    # coordinate over nights (each run's value is then one lookup in the run-coordinate key).
+    "CREATE INDEX IF NOT EXISTS runs_series_date_idx ON runs (series, backend, suite, logical_date, run_id)",
+]
+
 #: Every migration in order; version N is MIGRATIONS[N - 1].
-MIGRATIONS: list[list[str]] = [_V1]
+MIGRATIONS: list[list[str]] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
