@@ -66,11 +66,11 @@ def _axes(y: _Scale, x_labels: Sequence[tuple[float, str]]) -> list[str]:
         value = y.lo + (y.hi - y.lo) * i / 4
         py = y(value)
         out.append(f'<line class="mg-grid" x1="{LEFT}" y1="{py:.1f}" x2="{WIDTH - RIGHT}" y2="{py:.1f}"/>')
-        out.append(f'<text class="mg-tick" x="{LEFT - 6}" y="{py + 4:.1f}" text-anchor="end">{_fmt(value)}</text>')
-    for px, label in x_labels:
-        out.append(
-            f'<text class="mg-tick" x="{px:.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">{escape(label)}</text>'
-        )
+        out.append(f'<text class="mg-tick" x="{LEFT - 6}" y="{py + 4:.1f}" text-anchor="end">{value:.4g}</text>')
+    for i, (px, label) in enumerate(x_labels):
+        anchor = "start" if i == 0 and len(x_labels) > 1 else ("end" if i == len(x_labels) - 1 and i else "middle")
+        y = HEIGHT - BOTTOM + 16
+        out.append(f'<text class="mg-tick" x="{px:.1f}" y="{y}" text-anchor="{anchor}">{escape(label)}</text>')
     return out
 
 

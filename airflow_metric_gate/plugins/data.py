@@ -6,6 +6,7 @@ can be checked in tests without a browser or an Airflow database.
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -102,6 +103,18 @@ def verdict_summary(verdict: Mapping) -> tuple[list[dict], bool]:
     return summary_from_results(verdict.get("results", [])), False
 
 
+def steps_label(steps_key: str) -> str:
+    """Return a declaration's steps key as written (``all`` rather than the canonical JSON ``"all"``).
+
+    :param steps_key: canonical JSON of the steps literal.
+    """
+    try:
+        value = json.loads(steps_key)
+    except ValueError:
+        return steps_key
+    return value if isinstance(value, str) else steps_key
+
+
 def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
 
@@ -109,13 +122,13 @@ def _num(x: float | None) -> str:
 def summary_text(entry: Mapping) -> str:
     """Return one summary entry as the sentence on-call reads first.
 
-    ``rollout/raw_reward (all): 80 FAIL from step 120 to 199, below the band; worst at step 150:
+    ``rollout/raw_reward (steps all): 80 FAIL from step 120 to 199, below the band; worst at step 150:
     0.61 vs baseline 1.02 (band 0.918..1.12), 33.6% outside``
 
     :param entry: one entry of the verdict's ``summary``.
     """
     counts = entry["counts"]
-    head = f"{entry['metric_key']} ({entry['steps_key']})"
+    head = f"{entry['metric_key']} (steps {steps_label(entry['steps_key'])})"
     parts = []
     if counts.get(FAIL):
         first, last = entry.get("first_failing_step"), entry.get("last_failing_step")

@@ -14,7 +14,7 @@ from html import escape
 from urllib.parse import urlencode
 
 from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES
-from airflow_metric_gate.plugins.data import status_counts, summary_text
+from airflow_metric_gate.plugins.data import status_counts, steps_label, summary_text
 from airflow_metric_gate.store import RunRow
 
 STYLE = """
@@ -78,18 +78,6 @@ def _step(result: Mapping) -> str:
     if result["step"] == -1:
         return f"last@{result['at_step']}" if result.get("at_step") is not None else "last"
     return str(result["step"])
-
-
-def steps_label(steps_key: str) -> str:
-    """Return a declaration's steps key as written (``all`` rather than ``"all"``).
-
-    :param steps_key: canonical JSON of the steps literal.
-    """
-    try:
-        value = json.loads(steps_key)
-    except ValueError:
-        return steps_key
-    return value if isinstance(value, str) else steps_key
 
 
 def index_page(identities: Sequence[Mapping], *, hidden: int) -> str:
