@@ -169,12 +169,15 @@ _REASON_COUNT = re.compile(r"(\d+) (PASS|FAIL|INACTIVE|ERROR)\b")
 def status_counts(status_reason: str | None) -> dict[str, int] | None:
     """Return the evaluation's counts kept in a run's ``status_reason`` (``"9 PASS, 1 FAIL"``).
 
-    :param status_reason: the run's ``status_reason``; ``None`` or a hand mark's note gives ``None``.
+    A hand mark from the UI keeps them in front (``"9 PASS, 1 FAIL; marked trusted by ..."``).
+
+    :param status_reason: the run's ``status_reason``; ``None``, or a note without counts (a mark
+        from the command line), gives ``None``.
     """
-    if not status_reason:
+    if not status_reason or status_reason.startswith("marked "):
         return None
-    found = _REASON_COUNT.findall(status_reason)
-    if not found or status_reason.startswith("marked "):
+    found = _REASON_COUNT.findall(status_reason.split("; marked ", 1)[0])
+    if not found:
         return None
     counts = {status: 0 for status in STATUSES}
     for number, status in found:

@@ -388,8 +388,9 @@ class MetricStore:
     def mark_run(self, run_id: str, status: str, *, reason: str, marked_by: str, at: datetime) -> int:
         """Mark one run (by store run id) trusted or untrusted by hand, and record who did it and why.
 
-        The status, ``status_reason`` and an entry appended to the run's provenance list ``marks``
-        (``{"status", "reason", "by", "at"}``) are written in one statement's transaction.
+        The status, ``status_reason`` (the evaluation's counts, then ``marked <status> by <user>:
+        <reason>``) and an entry appended to the run's provenance list ``marks`` (``{"status",
+        "reason", "by", "at"}``) are written in one transaction.
         Idempotent: a run already in that status is left as it is.
 
         :param run_id: the store run id.
@@ -405,11 +406,18 @@ class MetricStore:
             raise StoreInputError("marking a run needs a reason")
         lock = " FOR UPDATE" if self.dialect == "postgres" else ""
         with self._transaction() as cur:
-            self._execute(cur, f"SELECT status, provenance FROM runs WHERE run_id = %s{lock}", (run_id,))
+            self._execute(
+                cur, f"SELECT status, provenance, status_reason FROM runs WHERE run_id = %s{lock}", (run_id,)
+            )
             row = cur.fetchone()
             if row is None or row[0] == status:
                 return 0
             provenance = json.loads(row[1] or "{}")
+            # Keep the evaluation's own note ("9 PASS, 4 FAIL") in front of the mark.
+            evaluated = (row[2] or "").split("; marked ", 1)[0]
+            note = f"marked {status} by {marked_by}: {reason.strip()}"
+            if evaluated and not evaluated.startswith("marked "):
+                note = f"{evaluated}; {note}"
             entry = {"status": status, "reason": reason.strip(), "by": marked_by, "at": utc(at).isoformat()}
             provenance["marks"] = [*provenance.get("marks", []), entry]
             self._execute(
@@ -417,7 +425,7 @@ class MetricStore:
                 "UPDATE runs SET status = %s, status_reason = %s, provenance = %s, updated_at = %s "
                 "WHERE run_id = %s AND status <> %s",
                 (
-                    status, f"marked {status} by {marked_by}: {reason.strip()}",
+                    status, note,
                     json.dumps(provenance, sort_keys=True, default=str), self._ts(datetime.now(timezone.utc)),
                     run_id, status,
                 ),

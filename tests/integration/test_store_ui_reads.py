@@ -86,7 +86,10 @@ def test_mark_run_records_who_and_why_once(history):
         {"status": "untrusted", "reason": "bad eval set", "by": "alice", "at": "2026-12-01T03:00:00+00:00"}
     ]
     assert run.provenance["dag_id"] == "gate_dag"
-    assert "alice" in run.status_reason
+    assert run.status_reason == "3 PASS, 1 FAIL; marked untrusted by alice: bad eval set"
+    assert history.mark_run("r5", "trusted", reason="eval set fixed", marked_by="bob", at=at) == 1
+    assert history.get_run("r5").status_reason == "3 PASS, 1 FAIL; marked trusted by bob: eval set fixed"
+    assert [m["by"] for m in history.get_run("r5").provenance["marks"]] == ["alice", "bob"]
     assert history.get_run("r4").status == "trusted"  # only that run
     with pytest.raises(StoreInputError, match="reason"):
         history.mark_run("r4", "untrusted", reason="  ", marked_by="alice", at=at)

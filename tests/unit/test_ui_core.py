@@ -69,6 +69,8 @@ def test_band_distance_is_relative_to_the_reference():
 
 def test_status_counts_read_from_the_evaluations_reason():
     assert status_counts("9 PASS, 4 FAIL") == {"PASS": 9, "FAIL": 4, "INACTIVE": 0, "ERROR": 0}
+    assert status_counts("9 PASS, 4 FAIL; marked trusted by bob: 3 FAIL were noise") == {
+        "PASS": 9, "FAIL": 4, "INACTIVE": 0, "ERROR": 0}
     assert status_counts("marked untrusted by alice: 3 FAIL were noise") is None
     assert status_counts(None) is None
 
