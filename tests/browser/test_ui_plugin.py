@@ -177,6 +177,26 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
             page.wait_for_timeout(300)
             page.screenshot(path=str(SHOTS / "ui-series.png"))
 
+            # An admin marks the regressed night trusted from the series page (inside the UI's iframe).
+            admin = browser.new_page(viewport={"width": 1280, "height": 1000})
+            _login(admin, ui_server, "admin")
+            admin.goto(f"{ui_server.url}/plugin/metric-gate")
+            frame = admin.frame_locator("iframe[title='Metric gate']")
+            frame.get_by_role("link", name=SERIES).click()
+            row = frame.locator("tr.mg-run-untrusted")
+            expect(row).to_have_count(1, timeout=60_000)
+            row.locator("input[name=reason]").fill("reward dip explained by the new eval seed")
+            row.get_by_role("button", name="mark trusted").click()
+            expect(frame.locator("tr.mg-run-untrusted")).to_have_count(0, timeout=60_000)
+            expect(frame.locator("table.mg-runs")).to_contain_text(
+                "marked trusted by admin: reward dip explained by the new eval seed"
+            )
+            row = frame.locator("tr.mg-run").first
+            expect(row.locator("td").nth(4)).to_have_text(str(verdict["counts"]["FAIL"]))  # counts kept
+            row.locator("input[name=reason]").fill("back to the evaluated status")
+            row.get_by_role("button", name="mark untrusted").click()
+            expect(frame.locator("tr.mg-run-untrusted")).to_have_count(1, timeout=60_000)
+
             # A logged-in user without access to the DAG gets a refusal inside the same tab.
             other = browser.new_page(viewport={"width": 1280, "height": 900})
             _login(other, ui_server, "outsider")
