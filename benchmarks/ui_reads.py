@@ -6,7 +6,8 @@ second series of 30 nights, generated inside the server.  Then it times, best of
 
 * ``pk_lookup``: one run by primary key (``get_run``), the baseline every figure is divided by;
 * ``chart_365``: one coordinate over the 365 latest nights (``coordinate_history``), the chart;
-* ``runs_page``/``runs_last_page``: the newest / the oldest page of 50 runs (``series_runs``);
+* ``runs_page``/``runs_last_page``: the newest page of 50 runs plus the newest run's declarations
+  (the picker), and the oldest page (``series_runs``);
 * ``steps_chart``: one declaration's 1,000 values of a run, and their 20-run baseline
   (``declaration_values`` + ``declaration_baselines``), the steps="all" chart;
 * ``whole_run``: reading every value of one run, what loading a run into a page would cost.
@@ -15,6 +16,7 @@ and prints each as a ratio to ``pk_lookup``, with the plan nodes Postgres chose 
 of ``metric_values`` would mean a read that grows with the history).
 
     python benchmarks/ui_reads.py                 # full scale: 365 nights x 100,000 coordinates
+    python benchmarks/ui_reads.py --scale mid     # 365 nights x 10,000 coordinates: minutes
     python benchmarks/ui_reads.py --scale smoke   # seconds
 """
 
@@ -39,6 +41,7 @@ from airflow_metric_gate.store.postgres import PostgresStore
 
 SCALES = {
     "full": {"nights": 365, "metrics": 100, "steps": 1000, "other_nights": 30, "repeat": 5},
+    "mid": {"nights": 365, "metrics": 10, "steps": 1000, "other_nights": 30, "repeat": 5},
     "smoke": {"nights": 40, "metrics": 5, "steps": 100, "other_nights": 5, "repeat": 2},
 }
 SERIES, OTHER = "bench-ui", "bench-ui-other"
@@ -153,10 +156,13 @@ def measure(url: str, scale: dict) -> dict:
         assert len(rows) == min(365, nights), len(rows)
 
     def runs_page() -> None:
-        assert len(store.series_runs(SERIES, "cuda", "nightly", limit=51, **scope)) == min(51, nights)
+        page = store.series_runs(SERIES, "cuda", "nightly", limit=51, declarations=False, **scope)
+        assert len(page) == min(51, nights)
+        assert store.series_runs(SERIES, "cuda", "nightly", limit=1, **scope)[0].declarations  # the picker's
 
     def runs_last_page() -> None:
-        store.series_runs(SERIES, "cuda", "nightly", limit=51, offset=(nights // 50) * 50, **scope)
+        store.series_runs(SERIES, "cuda", "nightly", limit=51, offset=(nights // 50) * 50, declarations=False,
+                          **scope)
 
     def steps() -> None:
         assert len(store.declaration_values(last, METRIC, STEPS_KEY, CONSTRAINT_KEY)) == scale["steps"]

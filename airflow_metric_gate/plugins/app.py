@@ -110,13 +110,12 @@ def create_app() -> FastAPI:
                 raise HTTPException(403, "not allowed to read the DAG(s) that wrote this series")
             scope = {"dag_ids": allowed, "include_unowned": unowned}
             runs = store.series_runs(
-                *identity, limit=RUNS_PER_PAGE + 1, offset=(q["page"] - 1) * RUNS_PER_PAGE, **scope
+                *identity, limit=RUNS_PER_PAGE + 1, offset=(q["page"] - 1) * RUNS_PER_PAGE, declarations=False,
+                **scope,
             )
             has_next = len(runs) > RUNS_PER_PAGE
             runs = runs[:RUNS_PER_PAGE]
-            newest = runs[0] if q["page"] == 1 and runs else None
-            if newest is None:
-                newest = next(iter(store.series_runs(*identity, limit=1, **scope)), None)
+            newest = next(iter(store.series_runs(*identity, limit=1, **scope)), None)  # its declarations: the picker
             picker = Picker(declarations=list(newest.declarations) if newest else [], nights=q["nights"])
             chart = ""
             chosen = (q["metric_key"], q["steps_key"], q["constraint_key"])

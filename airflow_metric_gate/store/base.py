@@ -624,6 +624,7 @@ class MetricStore:
         include_unowned: bool = True,
         limit: int = 50,
         offset: int = 0,
+        declarations: bool = True,
     ) -> list[RunRow]:
         """Return one page of the runs of a series identity, newest logical date first.
 
@@ -636,10 +637,12 @@ class MetricStore:
         :param include_unowned: with ``dag_ids``, also the runs with no DAG (written by the CLI).
         :param limit: page size.
         :param offset: runs to skip.
+        :param declarations: also read each run's declarations (a page of runs does not need them).
         """
         where, params = self._dag_filter(dag_ids, include_unowned)
+        columns = _RUN_COLUMNS if declarations else _RUN_COLUMNS.replace("declarations,", "NULL,", 1)
         sql = (
-            f"SELECT {_RUN_COLUMNS} FROM runs r WHERE r.series = %s AND r.backend = %s AND r.suite = %s{where} "
+            f"SELECT {columns} FROM runs r WHERE r.series = %s AND r.backend = %s AND r.suite = %s{where} "
             "ORDER BY r.logical_date DESC, r.run_id DESC LIMIT %s OFFSET %s"
         )
         with self._transaction() as cur:

@@ -62,6 +62,8 @@ def test_series_runs_pages_newest_first(history):
     second = history.series_runs("s", "cuda", "nightly", limit=3, offset=3)
     ids = [r.run_id for r in first + second]
     assert ids[:2] == ["r5", "r4"] and len(set(ids)) == 6
+    light = history.series_runs("s", "cuda", "nightly", limit=1, declarations=False)[0]
+    assert (light.run_id, light.declarations, light.status_reason) == ("r5", [], "3 PASS, 1 FAIL")
     assert history.series_runs("s", "cuda", "nightly", dag_ids=set(), include_unowned=True)[0].run_id == "r0"
     assert history.series_dag_ids("s", "cuda", "nightly") == {"gate_dag", None}
     identities = {(i["series"], i["dag_id"]): i["runs"] for i in history.series_identities()}
