@@ -745,12 +745,16 @@ class MetricStore:
             base = [row[0] for row in cur.fetchall()]
             if not base:
                 return out
-            self._execute(
-                cur,
-                f"SELECT step, value FROM metric_values WHERE run_id IN ({', '.join(['%s'] * len(base))}) "
-                "AND metric_key = %s AND steps_key = %s AND constraint_key = %s",
-                (*base, metric_key, steps_key, constraint_key),
+            # One branch per baseline run, each a range of the (run_id, coordinate) key: an IN list
+            # would let the planner walk the coordinate index over every run of the history instead.
+            branch = (
+                "SELECT step, value FROM metric_values "
+                "WHERE run_id = %s AND metric_key = %s AND steps_key = %s AND constraint_key = %s"
             )
+            params: list[Any] = []
+            for run in base:
+                params += [run, metric_key, steps_key, constraint_key]
+            self._execute(cur, "\nUNION ALL ".join([branch] * len(base)), params)
             for step, value in cur.fetchall():
                 out.setdefault(step, []).append(value)
         return out
