@@ -168,6 +168,12 @@ def measure(url: str, scale: dict) -> dict:
         assert len(store.declaration_values(last, METRIC, STEPS_KEY, CONSTRAINT_KEY)) == scale["steps"]
         assert len(store.declaration_baselines(last, METRIC, STEPS_KEY, CONSTRAINT_KEY, 20)) == scale["steps"]
 
+    def steps_values() -> None:
+        assert len(store.declaration_values(last, METRIC, STEPS_KEY, CONSTRAINT_KEY)) == scale["steps"]
+
+    def steps_baseline() -> None:
+        assert len(store.declaration_baselines(last, METRIC, STEPS_KEY, CONSTRAINT_KEY, 20)) == scale["steps"]
+
     def whole_run() -> None:
         with store._transaction() as cur:
             store._execute(cur, "SELECT step, value FROM metric_values WHERE run_id = %s", (last,))
@@ -176,7 +182,8 @@ def measure(url: str, scale: dict) -> dict:
     repeat = scale["repeat"]
     out["pk_lookup_s"] = best_of(max(repeat, 20), lambda: store.get_run(last))
     for name, fn in (("chart_365", chart), ("runs_page", runs_page), ("runs_last_page", runs_last_page),
-                     ("steps_chart", steps), ("whole_run", whole_run)):
+                     ("steps_chart", steps), ("steps_values", steps_values), ("steps_baseline", steps_baseline),
+                     ("whole_run", whole_run)):
         fn()  # warm
         out[f"{name}_s"] = best_of(repeat, fn)
         out[f"{name}_vs_pk_lookup"] = out[f"{name}_s"] / out["pk_lookup_s"]
@@ -187,6 +194,12 @@ def measure(url: str, scale: dict) -> dict:
         "AND v.steps_key = %s AND v.constraint_key = %s AND v.step = %s WHERE r.series = %s AND r.backend = %s "
         "AND r.suite = %s AND r.dag_id IN (%s) ORDER BY r.logical_date DESC, r.run_id DESC LIMIT 365",
         (METRIC, STEPS_KEY, CONSTRAINT_KEY, scale["steps"] // 2, SERIES, "cuda", "nightly", "bench_dag"),
+    )
+    out["steps_baseline_plan"] = plan_nodes(
+        url,
+        "SELECT m.step, m.value FROM (VALUES (%s), (%s), (%s)) b JOIN metric_values m ON m.run_id = b.column1 "
+        "AND m.metric_key = %s AND m.steps_key = %s AND m.constraint_key = %s",
+        (f"n{nights - 2:04d}", f"n{nights - 3:04d}", f"n{nights - 4:04d}", METRIC, STEPS_KEY, CONSTRAINT_KEY),
     )
     out["runs_page_plan"] = plan_nodes(
         url,
@@ -227,7 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(figures, indent=2, default=str))
     print(f"\nfigures written to {out}")
-    seq = [n for key in ("chart_365_plan", "runs_page_plan") for n in figures[key] if "Seq Scan on metric_values" in n]
+    plans = ("chart_365_plan", "steps_baseline_plan", "runs_page_plan")
+    seq = [n for key in plans for n in figures[key] if "Seq Scan on metric_values" in n]
     if seq and args.scale != "smoke":
         print("a UI read scans metric_values sequentially: it grows with the history")
     return 0
