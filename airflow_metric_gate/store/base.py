@@ -566,6 +566,53 @@ class MetricStore:
             )
             return cur.rowcount
 
+    def mark_run(self, run_id: str, status: str, *, reason: str, marked_by: str, at: datetime) -> int:
+        """Mark one run (by store run id) trusted or untrusted by hand, and record who did it and why.
+
+        The status, ``status_reason`` (the evaluation's counts, then ``marked <status> by <user>:
+        <reason>``) and an entry appended to the run's provenance list ``marks`` (``{"status",
+        "reason", "by", "at"}``) are written in one transaction.
+        Idempotent: a run already in that status is left as it is.
+
+        :param run_id: the store run id.
+        :param status: ``trusted`` or ``untrusted``.
+        :param reason: why (required, non-empty).
+        :param marked_by: the user's name.
+        :param at: when (kept in provenance).
+        :return: how many runs changed (0 or 1).
+        """
+        if status not in ("trusted", "untrusted"):
+            raise StoreInputError(f"can only mark runs trusted or untrusted, not {status!r}")
+        if not reason or not reason.strip():
+            raise StoreInputError("marking a run needs a reason")
+        lock = " FOR UPDATE" if self.dialect == "postgres" else ""
+        with self._transaction() as cur:
+            self._execute(
+                cur, f"SELECT status, provenance, status_reason FROM runs WHERE run_id = %s{lock}", (run_id,)
+            )
+            row = cur.fetchone()
+            if row is None or row[0] == status:
+                return 0
+            provenance = json.loads(row[1] or "{}")
+            # Keep the evaluation's own note ("9 PASS, 4 FAIL") in front of the mark.
+            evaluated = (row[2] or "").split("; marked ", 1)[0]
+            note = f"marked {status} by {marked_by}: {reason.strip()}"
+            if evaluated and not evaluated.startswith("marked "):
+                note = f"{evaluated}; {note}"
+            entry = {"status": status, "reason": reason.strip(), "by": marked_by, "at": utc(at).isoformat()}
+            provenance["marks"] = [*provenance.get("marks", []), entry]
+            self._execute(
+                cur,
+                "UPDATE runs SET status = %s, status_reason = %s, provenance = %s, updated_at = %s "
+                "WHERE run_id = %s AND status <> %s",
+                (
+                    status, note,
+                    json.dumps(provenance, sort_keys=True, default=str), self._ts(datetime.now(timezone.utc)),
+                    run_id, status,
+                ),
+            )
+            return cur.rowcount
+
     # -- reads ---------------------------------------------------------------------------------
 
     def _run_from_row(self, row: Sequence[Any]) -> RunRow:
@@ -724,6 +771,203 @@ class MetricStore:
         for row in rows:
             row["logical_date"] = self._from_ts(row["logical_date"]).isoformat()
         return rows
+
+    # -- reads for the UI: one series identity, bounded, each served by an index ------------------
+
+    @staticmethod
+    def _dag_filter(dag_ids: Iterable[str] | None, include_unowned: bool) -> tuple[str, list[Any]]:
+        """Return an SQL condition on ``r.dag_id`` (bound parameters) for the DAGs a reader may see."""
+        if dag_ids is None:
+            return "", []
+        ids = sorted(set(dag_ids))
+        parts = []
+        if ids:
+            parts.append(f"r.dag_id IN ({', '.join(['%s'] * len(ids))})")
+        if include_unowned:
+            parts.append("r.dag_id IS NULL")
+        if not parts:
+            return " AND 1 = 0", []
+        return f" AND ({' OR '.join(parts)})", ids
+
+    def series_identities(self, *, limit: int = 500) -> list[dict]:
+        """Return each series identity with the DAGs that wrote it, its run count and latest logical date.
+
+        One row per (series, backend, suite, dag_id), ordered by series identity.
+
+        :param limit: at most this many rows.
+        """
+        sql = (
+            "SELECT series, backend, suite, dag_id, COUNT(*), MAX(logical_date) FROM runs "
+            "GROUP BY series, backend, suite, dag_id ORDER BY series, backend, suite, dag_id LIMIT %s"
+        )
+        with self._transaction() as cur:
+            self._execute(cur, sql, (limit,))
+            rows = cur.fetchall()
+        keys = ("series", "backend", "suite", "dag_id", "runs", "latest")
+        out = [dict(zip(keys, row)) for row in rows]
+        for row in out:
+            row["latest"] = self._from_ts(row["latest"])
+        return out
+
+    def series_dag_ids(self, series: str, backend: str, suite: str) -> set[str | None]:
+        """Return the DAG ids (``None`` for runs written outside Airflow) that wrote a series identity.
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        """
+        with self._transaction() as cur:
+            self._execute(
+                cur,
+                "SELECT DISTINCT dag_id FROM runs WHERE series = %s AND backend = %s AND suite = %s",
+                (series, backend, suite),
+            )
+            return {row[0] for row in cur.fetchall()}
+
+    def series_runs(
+        self,
+        series: str,
+        backend: str,
+        suite: str,
+        *,
+        dag_ids: Iterable[str] | None = None,
+        include_unowned: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+        declarations: bool = True,
+    ) -> list[RunRow]:
+        """Return one page of the runs of a series identity, newest logical date first.
+
+        Served by ``runs_series_date_idx``; no values are read.
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        :param dag_ids: only runs written by these DAGs (``None``: any).
+        :param include_unowned: with ``dag_ids``, also the runs with no DAG (written by the CLI).
+        :param limit: page size.
+        :param offset: runs to skip.
+        :param declarations: also read each run's declarations (a page of runs does not need them).
+        """
+        where, params = self._dag_filter(dag_ids, include_unowned)
+        columns = _RUN_COLUMNS if declarations else _RUN_COLUMNS.replace("declarations,", "NULL,", 1)
+        sql = (
+            f"SELECT {columns} FROM runs r WHERE r.series = %s AND r.backend = %s AND r.suite = %s{where} "
+            "ORDER BY r.logical_date DESC, r.run_id DESC LIMIT %s OFFSET %s"
+        )
+        with self._transaction() as cur:
+            self._execute(cur, sql, (series, backend, suite, *params, limit, offset))
+            return [self._run_from_row(r) for r in cur.fetchall()]
+
+    def coordinate_history(
+        self,
+        series: str,
+        backend: str,
+        suite: str,
+        *,
+        metric_key: str,
+        steps_key: str,
+        constraint_key: str,
+        step: int,
+        until: datetime | None = None,
+        dag_ids: Iterable[str] | None = None,
+        include_unowned: bool = True,
+        limit: int = 30,
+    ) -> list[dict]:
+        """Return one coordinate's value in the latest runs of a series identity, oldest first.
+
+        The runs come from ``runs_series_date_idx`` in logical-date order; each run's value is one
+        lookup in ``metric_values_run_coordinate_key``.  Runs without that coordinate are left out.
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        :param metric_key: the coordinate's metric.
+        :param steps_key: the coordinate's steps key.
+        :param constraint_key: the coordinate's constraint key.
+        :param step: the stored step.
+        :param until: only runs with a logical date at or before this one.
+        :param dag_ids: only runs written by these DAGs (``None``: any).
+        :param include_unowned: with ``dag_ids``, also the runs with no DAG.
+        :param limit: at most this many runs (the latest ones).
+        :return: dicts with ``run_id``, ``logical_date``, ``role``, ``status``, ``dag_id``,
+            ``airflow_run_id``, ``value`` and ``at_step``.
+        """
+        where, params = self._dag_filter(dag_ids, include_unowned)
+        if until is not None:
+            where += " AND r.logical_date <= %s"
+            params = [*params, self._ts(until)]
+        sql = (
+            "SELECT r.run_id, r.logical_date, r.role, r.status, r.dag_id, r.airflow_run_id, v.value, v.at_step "
+            "FROM runs r JOIN metric_values v ON v.run_id = r.run_id AND v.metric_key = %s "
+            "AND v.steps_key = %s AND v.constraint_key = %s AND v.step = %s "
+            f"WHERE r.series = %s AND r.backend = %s AND r.suite = %s{where} "
+            "ORDER BY r.logical_date DESC, r.run_id DESC LIMIT %s"
+        )
+        keys = ("run_id", "logical_date", "role", "status", "dag_id", "airflow_run_id", "value", "at_step")
+        with self._transaction() as cur:
+            self._execute(
+                cur, sql, (metric_key, steps_key, constraint_key, step, series, backend, suite, *params, limit)
+            )
+            rows = [dict(zip(keys, row)) for row in cur.fetchall()]
+        for row in rows:
+            row["logical_date"] = self._from_ts(row["logical_date"])
+        rows.reverse()
+        return rows
+
+    def declaration_values(
+        self, run_id: str, metric_key: str, steps_key: str, constraint_key: str, *, limit: int = 10_000
+    ) -> list[ValueRow]:
+        """Return the values one declaration stored for a run, in step order (a range of the run's key).
+
+        :param run_id: the store run id.
+        :param metric_key: the declaration's metric.
+        :param steps_key: the declaration's steps key.
+        :param constraint_key: the declaration's constraint key.
+        :param limit: at most this many values.
+        """
+        with self._transaction() as cur:
+            self._execute(
+                cur,
+                "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step FROM metric_values "
+                "WHERE run_id = %s AND metric_key = %s AND steps_key = %s AND constraint_key = %s "
+                "ORDER BY step LIMIT %s",
+                (run_id, metric_key, steps_key, constraint_key, limit),
+            )
+            return [ValueRow(*row) for row in cur.fetchall()]
+
+    def declaration_baselines(
+        self, run_id: str, metric_key: str, steps_key: str, constraint_key: str, history_limit: int
+    ) -> dict[int, list[float]]:
+        """Return the baseline values of every step of one declaration of a run, by step.
+
+        The baseline runs are those :meth:`run_values_and_baselines` uses for the same ``history_limit``.
+
+        :param run_id: the store run id.
+        :param metric_key: the declaration's metric.
+        :param steps_key: the declaration's steps key.
+        :param constraint_key: the declaration's constraint key.
+        :param history_limit: how many baseline runs.
+        """
+        out: dict[int, list[float]] = {}
+        with self._transaction() as cur:
+            self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
+            base = [row[0] for row in cur.fetchall()]
+            if not base:
+                return out
+            # The baseline runs as a VALUES list joined on the (run_id, coordinate) key: one short
+            # range per run.  (An IN list lets the planner walk the coordinate index over every run of
+            # the history; one UNION ALL branch per run costs more to plan than to run.)
+            runs = ", ".join(["(%s)"] * len(base))
+            self._execute(
+                cur,
+                f"SELECT m.step, m.value FROM (VALUES {runs}) b JOIN metric_values m ON m.run_id = b.column1 "
+                "AND m.metric_key = %s AND m.steps_key = %s AND m.constraint_key = %s",
+                (*base, metric_key, steps_key, constraint_key),
+            )
+            for step, value in cur.fetchall():
+                out.setdefault(step, []).append(value)
+        return out
 
     def count(self, table: str, run_id: str | None = None) -> int:
         """Return the row count of ``runs`` or ``metric_values`` (optionally of one run).
