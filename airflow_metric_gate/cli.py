@@ -1,12 +1,13 @@
 """``metric-gate``: the gate outside Airflow, for local trials, CI jobs and on-call (SPEC section 9).
 
 Exit status: 0 trusted (or not trusted but not enforced); 1 enforced and not trusted; 2 bad input or
-usage, nothing stored; 3 the store is unavailable (retry later).
+usage, nothing stored; 3 the store, or the object storage holding the record, is unavailable (retry later).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Sequence
@@ -15,8 +16,9 @@ from datetime import datetime, timezone
 from airflow_metric_gate import __version__
 from airflow_metric_gate.declarations import DeclarationError, load_gates_file
 from airflow_metric_gate.evaluation import AGGREGATES, DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
-from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id, run_gate
-from airflow_metric_gate.records import RecordError
+from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, ingest, new_run_id, run_gate
+from airflow_metric_gate.records import Record, RecordError
+from airflow_metric_gate.storage import StorageUnavailable, is_uri, record_path, storage_errors
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.store.base import utc
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, format_columns, render_table
@@ -73,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="ingest a record, select, store and evaluate it")
-    run.add_argument("record", metavar="RECORD", help="record file or directory (JSON Lines)")
+    run.add_argument("record", metavar="RECORD",
+                     help="record file or directory (JSON Lines): a local path or an object-storage URI "
+                     "(s3://[CONN_ID@]bucket/key, gs://..., file://...)")
+    run.add_argument("--storage-conn-id", metavar="CONN_ID",
+                     help="Airflow connection of the object storage holding RECORD (same as CONN_ID@ in the URI)")
     run.add_argument("--gates", required=True, metavar="FILE", help="gates file: .yaml/.yml, .json or .py")
     run.add_argument("--series", default="default", help="training job whose nights are comparable")
     run.add_argument("--backend", default="cuda", help="hardware backend (default: cuda)")
@@ -148,8 +154,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _read_record(args: argparse.Namespace) -> Record:
+    """Read the record: a local path, or a URI through the storage's connection or own configuration.
+
+    Airflow (imported for a URI) logs to stdout; its lines go to stderr so that stdout keeps
+    only the verdict.
+    """
+    with contextlib.redirect_stdout(sys.stderr), storage_errors(args.record):
+        location = record_path(args.record, conn_id=args.storage_conn_id) if is_uri(args.record) else args.record
+        return ingest(location, format=args.format)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     declarations = load_gates_file(args.gates)
+    record = _read_record(args)
     logical_date = _logical_date(args.logical_date)
     provenance = {k: v for k, v in (("commit_sha", args.commit), ("training_job_id", args.training_job_id)) if v}
     provenance["source"] = "cli"
@@ -158,7 +176,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     identity = SeriesIdentity(args.series, args.backend, args.suite)
     with open_store(args.store) as store:
         verdict = run_gate(
-            store, record=args.record, declarations=declarations, identity=identity, run=run,
+            store, record=record, declarations=declarations, identity=identity, run=run,
             format=args.format, history_limit=args.history_limit, min_history=args.min_history,
             aggregate=args.aggregate, enforce=args.enforce, all_results=args.all, max_results=args.max_results,
         )
@@ -294,6 +312,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_STORE_UNAVAILABLE
     except StoreError as exc:
         print(f"metric-gate: store error: {exc}", file=sys.stderr)
+        return EXIT_STORE_UNAVAILABLE
+    except StorageUnavailable as exc:
+        print(f"metric-gate: storage unavailable (retry later): {exc}", file=sys.stderr)
         return EXIT_STORE_UNAVAILABLE
 
 

@@ -321,14 +321,16 @@ def run_gate(
     Bad input (record or declarations) raises before anything is written.
 
     :param store: the metric store.
-    :param record: the record location.
+    :param record: the record location, or the record already read (:func:`ingest`).
     :param declarations: the resolved declarations.
     :param identity: the series identity.
     :param run: the run being gated.
     :param format: the record format.
     :param evaluate_kwargs: passed to :func:`evaluate`.
     """
-    selections = select(ingest(record, format=format), declarations)
+    if not isinstance(record, Record):
+        record = ingest(record, format=format)
+    selections = select(record, declarations)
     if not selections:
         return empty_verdict(identity, run, enforce=bool(evaluate_kwargs.get("enforce")))
     persist(store, identity, run, selections)

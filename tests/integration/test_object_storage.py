@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import socket
+import subprocess
+import sys
 import threading
 from datetime import datetime, timezone
 from unittest import mock
@@ -181,3 +185,114 @@ def test_deferred_missing_marker_times_out_naming_the_marker(bucket):
     assert event.payload["status"] == "timeout" and event.payload["missing"] == "marker"
     with pytest.raises(AirflowSensorTimeout, match=r"night/_SUCCESS does not"):
         sensor.execute_complete({}, event.payload)
+
+
+# -- the CLI on object-storage URIs --------------------------------------------------------------
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _cli(tmp_path, *argv, env=None):
+    """Run ``metric-gate`` in a process of its own with only ``env`` (no AWS_* variables)."""
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(GATES_YAML)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AIRFLOW_"))}
+    base["AIRFLOW_HOME"] = str(tmp_path / "airflow-home")
+    base.update(env or {})
+    args = [sys.executable, "-m", "airflow_metric_gate.cli", *argv]
+    if argv and argv[0] == "run":
+        args += ["--gates", str(gates), "--store", f"sqlite:///{tmp_path / 'gate.db'}"]
+    return subprocess.run(args, capture_output=True, text=True, env=base, timeout=120)
+
+
+def _cli_here(capsys, tmp_path, *argv):
+    """Run ``metric-gate run`` in this process (the connection is in this process's environment)."""
+    from airflow_metric_gate.cli import main
+
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(GATES_YAML)
+    code = main(["run", *argv, "--gates", str(gates), "--store", f"sqlite:///{tmp_path / 'gate.db'}"])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, code, out, err)
+
+
+def _assert_no_secret(proc, *secrets):
+    for secret in secrets:
+        assert secret not in proc.stdout and secret not in proc.stderr
+
+
+def test_cli_reads_a_record_through_the_connection_named_in_the_uri(tmp_path, s3_server, bucket):
+    bucket.put_night()
+    proc = _cli(tmp_path, "run", bucket.uri("night"), "--json", env=s3_server.env())
+    assert proc.returncode == 0, proc.stderr
+    verdict = json.loads(proc.stdout)  # stdout holds only the verdict: no log line
+    assert verdict["counts"]["INACTIVE"] > 0
+    _assert_no_secret(proc, s3_server.secret_key)
+
+
+def test_cli_storage_conn_id_option_is_the_same_as_the_uri_form(capsys, tmp_path, bucket):
+    bucket.put_night()
+    proc = _cli_here(capsys, tmp_path, bucket.uri("night", conn_id=None), "--storage-conn-id", CONN)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_cli_without_airflow_connection_uses_the_filesystem_configuration(tmp_path, s3_server, bucket):
+    bucket.put_night()
+    env = {
+        "AWS_ACCESS_KEY_ID": s3_server.access_key,
+        "AWS_SECRET_ACCESS_KEY": s3_server.secret_key,
+        "AWS_ENDPOINT_URL": s3_server.endpoint,
+        "AWS_DEFAULT_REGION": s3_server.region,
+    }
+    for uri in (bucket.uri("night", conn_id=None), bucket.uri("night", conn_id="not_defined")):
+        proc = _cli(tmp_path, "run", uri, env=env)
+        assert proc.returncode == 0, proc.stderr
+        _assert_no_secret(proc, s3_server.secret_key)
+
+
+def test_cli_bad_credentials_exit_2_naming_the_uri_and_no_secret(tmp_path, s3_server, bucket):
+    bucket.put_night()
+    wrong = "wrong-secret-0123456789"
+    proc = _cli(tmp_path, "run", bucket.uri("night"), env=s3_server.env(secret_key=wrong))
+    assert proc.returncode == 2, proc.stderr
+    assert bucket.uri("night") in proc.stderr
+    assert "Traceback" not in proc.stderr
+    _assert_no_secret(proc, wrong, s3_server.secret_key)
+
+
+def test_cli_unreachable_storage_exit_3_retryable(tmp_path, s3_server, bucket):
+    conn = json.loads(s3_server.connection())
+    conn["extra"]["endpoint_url"] = f"http://127.0.0.1:{_closed_port()}"
+    conn["extra"]["config_kwargs"] = {"retries": {"max_attempts": 1}, "connect_timeout": 2}
+    proc = _cli(tmp_path, "run", bucket.uri("night"), env={f"AIRFLOW_CONN_{CONN.upper()}": json.dumps(conn)})
+    assert proc.returncode == 3, proc.stderr
+    assert bucket.uri("night") in proc.stderr and "retry" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    _assert_no_secret(proc, s3_server.secret_key)
+
+
+@pytest.mark.parametrize("key", ["no-such-night", "night/rank9.jsonl"])
+def test_cli_missing_object_exit_2(capsys, tmp_path, bucket, key):
+    bucket.put_night()
+    proc = _cli_here(capsys, tmp_path, bucket.uri(key))
+    assert proc.returncode == 2, proc.stderr
+    assert bucket.uri(key) in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("uri", ["s3://gate_s3@/night", "s3://gate_s3@Not_A_Bucket!/night"])
+def test_cli_bad_uri_exit_2(capsys, tmp_path, bucket, uri):
+    proc = _cli_here(capsys, tmp_path, uri)
+    assert proc.returncode == 2, proc.stderr
+    assert uri in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_cli_malformed_line_is_named_as_uri_and_line(capsys, tmp_path, bucket):
+    bad = '{"metric": "m", "series": []}\n{oops\n'
+    bucket.put_night(lines={"rank0.jsonl": LINES["rank0.jsonl"], "rank1.jsonl": bad})
+    proc = _cli_here(capsys, tmp_path, bucket.uri("night"))
+    assert proc.returncode == 2, proc.stderr
+    assert f"{bucket.uri('night/rank1.jsonl')}:2" in proc.stderr
