@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,11 +20,15 @@ from unittest import mock
 
 import pytest
 from airflow.sdk.exceptions import (
+    AirflowException,
+    AirflowFailException,
     AirflowRescheduleException,
     AirflowSensorTimeout,
     TaskDeferred,
 )
 
+from airflow_metric_gate.operators.ingest import IngestRecordOperator
+from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
 
 pytest.importorskip("s3fs")
@@ -296,3 +301,123 @@ def test_cli_malformed_line_is_named_as_uri_and_line(capsys, tmp_path, bucket):
     proc = _cli_here(capsys, tmp_path, bucket.uri("night"))
     assert proc.returncode == 2, proc.stderr
     assert f"{bucket.uri('night/rank1.jsonl')}:2" in proc.stderr
+
+
+# -- the operators: merge, errors, bytes read per night ------------------------------------------
+
+
+@pytest.fixture
+def bytes_read(monkeypatch):
+    """Count the bytes s3fs file objects fetch from the storage."""
+    from s3fs.core import S3File
+
+    counter = {"bytes": 0}
+    fetch = S3File._fetch_range
+
+    def counting(self, start, end):
+        data = fetch(self, start, end)
+        counter["bytes"] += len(data)
+        return data
+
+    monkeypatch.setattr(S3File, "_fetch_range", counting)
+    return counter
+
+
+class _TI:
+    """The task-instance surface ingest and select use: pulling the upstream XCom."""
+
+    map_index = -1
+
+    def __init__(self, upstream=None) -> None:
+        self.upstream = upstream
+
+    def xcom_pull(self, task_ids, map_indexes=-1, key="return_value"):
+        return self.upstream
+
+
+def context(upstream=None):
+    return {"ti": _TI(upstream)}
+
+
+def _select_after_ingest(**kwargs) -> SelectStepsOperator:
+    from airflow.providers.standard.operators.empty import EmptyOperator
+    from airflow.sdk import DAG
+
+    gates = [{"metric_key": "rollout/raw_reward", "steps": "all"}, {"metric_key": "train/grad_norm"}]
+    kwargs.setdefault("gates", gates)
+    with DAG(dag_id="s3_night", schedule=None):
+        select = SelectStepsOperator(task_id="select_steps", **kwargs)
+        EmptyOperator(task_id="ingest_record") >> select
+    return select
+
+
+def _ingest_then_select(location):
+    summary = IngestRecordOperator(task_id="ingest_record", location=location).execute(context())
+    payload = _select_after_ingest().execute(context(summary))
+    return summary, payload
+
+
+def test_a_night_merged_from_several_objects_is_read_once(bucket, bytes_read):
+    size = bucket.put_night()
+    summary, payload = _ingest_then_select(bucket.uri("night"))
+    assert (summary["metrics"], summary["points"], summary["files"]) == (2, 8, 2)
+    assert summary["location"] == bucket.uri("night")
+    reward = next(g for g in payload["gates"] if g["declaration"]["metric_key"] == "rollout/raw_reward")
+    assert reward["steps"] == [0, 1, 2, 3]  # merged from both objects, in step order
+    assert reward["values"] == [0.80, 0.81, 0.82, 0.83]
+    assert bytes_read["bytes"] == size  # ingest downloads it; select re-uses the verified copy
+
+
+def test_select_reads_storage_again_when_the_local_copy_is_gone_or_altered(bucket, bytes_read, tmp_path):
+    from airflow_metric_gate.operators import _record_copy
+
+    size = bucket.put_night()
+    select = _select_after_ingest(gates=[{"metric_key": "rollout/raw_reward", "steps": "all"}])
+    ingest = IngestRecordOperator(task_id="ingest_record", location=bucket.uri("night"))
+    with mock.patch.object(_record_copy, "cache_root", return_value=tmp_path / "copies"):
+        summary = ingest.execute(context())
+        assert len(summary["copy"]) == 64
+        (copy,) = (tmp_path / "copies").iterdir()
+        next(copy.rglob("rank0.jsonl")).write_text('{"metric": "rollout/raw_reward", "series": [[0, 9.9]]}\n')
+        payload = select.execute(context(summary))
+        assert payload["gates"][0]["values"] == [0.80, 0.81, 0.82, 0.83]  # not the altered copy
+        assert bytes_read["bytes"] == 2 * size
+
+        summary = ingest.execute(context())  # a fresh copy; then it is gone (another machine)
+        assert list((tmp_path / "copies").iterdir())
+        shutil.rmtree(tmp_path / "copies")
+        payload = select.execute(context(summary))
+        assert payload["gates"][0]["values"] == [0.80, 0.81, 0.82, 0.83]
+        assert bytes_read["bytes"] == 4 * size
+
+        summary = ingest.execute(context())  # an intact copy is read, then removed
+        assert select.execute(context(summary)) == payload
+        assert bytes_read["bytes"] == 5 * size
+        assert list((tmp_path / "copies").iterdir()) == []
+
+
+def test_malformed_line_fails_ingest_naming_the_object_and_line(bucket):
+    bucket.put_night(lines={"rank0.jsonl": LINES["rank0.jsonl"], "rank1.jsonl": '{"metric": "m", "series": []}\n{x\n'})
+    op = IngestRecordOperator(task_id="ingest_record", location=bucket.uri("night"))
+    with pytest.raises(AirflowFailException, match=rf"{bucket.uri('night/rank1.jsonl')}:2: not valid JSON"):
+        op.execute(context())
+
+
+def test_unreachable_storage_is_retried_bad_credentials_are_not(bucket, s3_server, monkeypatch):
+    bucket.put_night()
+    monkeypatch.setenv("AIRFLOW_CONN_GATE_S3_BAD", s3_server.connection(secret_key="wrong-secret-0123456789"))
+    op = IngestRecordOperator(task_id="ingest_record", location=bucket.uri("night", conn_id="gate_s3_bad"))
+    with pytest.raises(AirflowFailException) as err:
+        op.execute(context())
+    assert bucket.uri("night", conn_id="gate_s3_bad") in str(err.value)
+    assert "wrong-secret" not in str(err.value)
+
+    conn = json.loads(s3_server.connection())
+    conn["extra"]["endpoint_url"] = f"http://127.0.0.1:{_closed_port()}"
+    conn["extra"]["config_kwargs"] = {"retries": {"max_attempts": 1}, "connect_timeout": 2}
+    monkeypatch.setenv("AIRFLOW_CONN_GATE_S3_DOWN", json.dumps(conn))
+    op = IngestRecordOperator(task_id="ingest_record", location=bucket.uri("night", conn_id="gate_s3_down"))
+    with pytest.raises(AirflowException) as err:
+        op.execute(context())
+    assert not isinstance(err.value, AirflowFailException)
+    assert bucket.uri("night", conn_id="gate_s3_down") in str(err.value)
