@@ -13,8 +13,8 @@ storage as it is now.
 
 :func:`storage_errors` sorts reading failures into the two kinds a caller acts on:
 :class:`StorageUnavailable` (the storage could not be reached: retry later) and
-:class:`~airflow_metric_gate.records.RecordError` (bad URI, no such object, refused credentials:
-retrying does not help).  Messages name the location, never a secret.
+:class:`~airflow_metric_gate.records.RecordError` (bad URI, no such object, refused or missing
+credentials: retrying does not help).  Messages name the location, never a secret.
 """
 
 from __future__ import annotations
@@ -52,6 +52,15 @@ _UNREACHABLE_CODES = frozenset(
 # Modules whose exceptions are storage failures (anything else is a bug and propagates).
 _STORAGE_MODULES = ("botocore", "aiobotocore", "s3fs", "fsspec", "aiohttp", "gcsfs", "adlfs", "azure", "google",
                     "upath", "requests", "urllib3")
+# Exceptions that mean "the storage refused the credentials, or there are none".
+_CREDENTIAL_ERRORS = frozenset({"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
+                                "DefaultCredentialsError", "RefreshError", "ClientAuthenticationError"})
+_CREDENTIAL_CODES = frozenset({"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken",
+                               "InvalidToken", "Forbidden", "403"})
+_CREDENTIALS_HINT = (
+    "check the storage credentials (the Airflow connection named in the URI or by storage_conn_id, "
+    "else the environment's)"
+)
 _USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)([^/@]*)@")
 
 
@@ -184,6 +193,20 @@ def is_unreachable(err: BaseException) -> bool:
     return False
 
 
+def is_refused(err: BaseException) -> bool:
+    """Return whether an exception (or one it was raised from) says the credentials were refused or missing.
+
+    :param err: the exception.
+    """
+    for e in _chain(err):
+        if isinstance(e, PermissionError) or type(e).__name__ in _CREDENTIAL_ERRORS:
+            return True
+        code, status = _error_code(e)
+        if code in _CREDENTIAL_CODES or status in (401, 403):
+            return True
+    return False
+
+
 def describe(err: BaseException) -> str:
     """Return a one-line description of a storage exception: its type and message.
 
@@ -216,6 +239,8 @@ def storage_errors(location: Any) -> Iterator[None]:
         cause = err.__cause__
         if cause is not None and is_unreachable(cause):
             raise StorageUnavailable(f"cannot reach the storage of {where}: {describe(cause)}") from err
+        if cause is not None and is_refused(cause):
+            raise RecordError(f"access refused ({describe(cause)}): {_CREDENTIALS_HINT}", path=where) from err
         raise
     except StorageUnavailable:
         raise
@@ -224,4 +249,6 @@ def storage_errors(location: Any) -> Iterator[None]:
             raise StorageUnavailable(f"cannot reach the storage of {where}: {describe(err)}") from err
         if not _is_storage_error(err):
             raise
+        if is_refused(err):
+            raise RecordError(f"access refused ({describe(err)}): {_CREDENTIALS_HINT}", path=where) from err
         raise RecordError(f"cannot read: {describe(err)}", path=where) from err

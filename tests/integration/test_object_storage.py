@@ -264,7 +264,7 @@ def test_cli_bad_credentials_exit_2_naming_the_uri_and_no_secret(tmp_path, s3_se
     wrong = "wrong-secret-0123456789"
     proc = _cli(tmp_path, "run", bucket.uri("night"), env=s3_server.env(secret_key=wrong))
     assert proc.returncode == 2, proc.stderr
-    assert bucket.uri("night") in proc.stderr
+    assert bucket.uri("night") in proc.stderr and "check the storage credentials" in proc.stderr
     assert "Traceback" not in proc.stderr
     _assert_no_secret(proc, wrong, s3_server.secret_key)
 
@@ -421,3 +421,16 @@ def test_unreachable_storage_is_retried_bad_credentials_are_not(bucket, s3_serve
         op.execute(context())
     assert not isinstance(err.value, AirflowFailException)
     assert bucket.uri("night", conn_id="gate_s3_down") in str(err.value)
+
+
+def test_cli_missing_credentials_exit_2_naming_the_uri(capsys, tmp_path, bucket, s3_server, monkeypatch):
+    bucket.put_night()
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_server.endpoint)  # the server, but no keys anywhere
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    proc = _cli_here(capsys, tmp_path, bucket.uri("night", conn_id=None))
+    assert proc.returncode == 2, proc.stderr
+    assert bucket.uri("night", conn_id=None) in proc.stderr and "Traceback" not in proc.stderr
+    assert "check the storage credentials" in proc.stderr
+    _assert_no_secret(proc, s3_server.secret_key)

@@ -110,7 +110,8 @@ def test_storage_errors_sort_failures_and_name_the_location():
                 raise ConnectionRefusedError("refused")
             except OSError as err:
                 raise RecordError("cannot read", path="s3://b/n") from err
-    with pytest.raises(RecordError, match="s3://b/n: cannot read: PermissionError: denied"):
+    refused = r"s3://b/n: access refused \(PermissionError: denied\): check the storage credentials"
+    with pytest.raises(RecordError, match=refused):
         with storage_errors("s3://b/n"):
             raise PermissionError("denied")
     with pytest.raises(KeyError):  # a bug is not a storage failure
