@@ -10,6 +10,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.operators._record_copy import read_and_copy
 from airflow_metric_gate.operators._shared import optional, upstream_value
+from airflow_metric_gate.pipeline import ingest
 from airflow_metric_gate.records import RECORD_FORMATS, RecordError
 from airflow_metric_gate.storage import StorageUnavailable, record_path, refresh, storage_errors
 
@@ -46,8 +47,6 @@ def read_record_at(location: str, storage_conn_id: str | None, format: str, *, c
             refresh(path)
             if copy:
                 return read_and_copy(path, location, format=format)
-            from airflow_metric_gate.pipeline import ingest
-
             return ingest(path, format=format), None
     except RecordError as err:
         raise AirflowFailException(f"bad training record {location}: {err}") from err
