@@ -1,13 +1,14 @@
 """``metric-gate``: the gate outside Airflow, for local trials, CI jobs and on-call (SPEC section 9).
 
 Exit status: 0 trusted (or not trusted but not enforced); 1 enforced and not trusted; 2 bad input or
-usage, nothing stored; 3 the store is unavailable (retry later); 4 an unexpected internal error (a bug:
-one line on standard error, the traceback only with ``--debug``).
+usage, nothing stored; 3 the store, or the object storage holding the record, is unavailable (retry
+later); 4 an unexpected internal error (a bug: one line on standard error, the traceback only with ``--debug``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -26,9 +27,10 @@ from airflow_metric_gate.limits import (
     key_problem,
     logical_date_problem,
 )
-from airflow_metric_gate.pipeline import EarlierRunsPending, RunInfo, SeriesIdentity, new_run_id, run_gate
+from airflow_metric_gate.pipeline import EarlierRunsPending, RunInfo, SeriesIdentity, ingest, new_run_id, run_gate
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import RecordError
+from airflow_metric_gate.records import Record, RecordError
+from airflow_metric_gate.storage import StorageUnavailable, is_uri, record_path, storage_errors
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.store.base import utc
 from airflow_metric_gate.verdict import (
@@ -139,7 +141,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="ingest a record, select, store and evaluate it")
-    run.add_argument("record", metavar="RECORD", help="record file or directory (JSON Lines)")
+    run.add_argument("record", metavar="RECORD",
+                     help="record file or directory (JSON Lines): a local path or an object-storage URI "
+                     "(s3://[CONN_ID@]bucket/key, gs://..., file://...)")
+    run.add_argument("--storage-conn-id", metavar="CONN_ID",
+                     help="Airflow connection of the object storage holding RECORD (same as CONN_ID@ in the URI)")
     run.add_argument("--gates", required=True, metavar="FILE", help="gates file: .yaml/.yml, .json or .py")
     run.add_argument("--series", default="default", help="training job whose nights are comparable")
     run.add_argument("--backend", default="cuda", help="hardware backend (default: cuda)")
@@ -254,10 +260,22 @@ def _check_names(args: argparse.Namespace) -> None:
             raise UsageError(f"{option} {value!r} {problem}")
 
 
+def _read_record(args: argparse.Namespace) -> Record:
+    """Read the record: a local path, or a URI through the storage's connection or own configuration.
+
+    Airflow (imported for a URI) logs to stdout; its lines go to stderr so that stdout keeps
+    only the verdict.
+    """
+    with contextlib.redirect_stdout(sys.stderr), storage_errors(args.record):
+        location = record_path(args.record, conn_id=args.storage_conn_id) if is_uri(args.record) else args.record
+        return ingest(location, format=args.format)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     _check_names(args)
-    logical_date = _logical_date(args.logical_date)
     declarations = load_gates_file(args.gates)
+    record = _read_record(args)
+    logical_date = _logical_date(args.logical_date)
     provenance = {k: v for k, v in (("commit_sha", args.commit), ("training_job_id", args.training_job_id)) if v}
     provenance["source"] = "cli"
     run = RunInfo(run_id=args.run_id or new_run_id(), role=args.role, logical_date=logical_date,
@@ -266,7 +284,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
         try:
             verdict = run_gate(
-                store, record=args.record, declarations=declarations, identity=identity, run=run,
+                store, record=record, declarations=declarations, identity=identity, run=run,
                 format=args.format, history_limit=args.history_limit, min_history=args.min_history,
                 aggregate=args.aggregate, enforce=args.enforce, all_results=args.all, max_results=args.max_results,
                 wait=args.wait, on_skipped=_report_skipped,
@@ -482,6 +500,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of standard output went away after the command's work was done
         _silence_stdout()
         return EXIT_OK
+    except StorageUnavailable as exc:
+        _error(f"storage unavailable (retry later): {exc}")
+        return EXIT_STORE_UNAVAILABLE
     except StoreUnavailable as exc:
         _error(f"store unavailable (retry later): {exc}")
         if args.stored_run:

@@ -482,7 +482,7 @@ def run_gate(
     ``pending`` and :class:`EarlierRunsPending` is raised (running again with the same run id judges it).
 
     :param store: the metric store.
-    :param record: the record location.
+    :param record: the record location, or the record already read (:func:`ingest`).
     :param declarations: the resolved declarations.
     :param identity: the series identity.
     :param run: the run being gated.
@@ -495,10 +495,11 @@ def run_gate(
     """
     check_evaluate_options(**evaluate_kwargs)
     check_run(identity, run)
-    ingested = ingest(record, format=format)
-    if ingested.skipped and on_skipped is not None:
-        on_skipped(ingested.skipped)
-    selections = select(ingested, declarations)
+    if not isinstance(record, Record):
+        record = ingest(record, format=format)
+    if record.skipped and on_skipped is not None:
+        on_skipped(record.skipped)
+    selections = select(record, declarations)
     if not selections:
         return empty_verdict(identity, run, enforce=bool(evaluate_kwargs.get("enforce")))
     persist(store, identity, run, selections)

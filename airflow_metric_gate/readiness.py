@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_metric_gate.records import is_data_file_name
+from airflow_metric_gate.storage import refresh
 
 DEFAULT_MARKER = "_SUCCESS"
 """The completion marker a training job writes once its record is complete (the Hadoop/Spark habit)."""
@@ -87,6 +88,7 @@ def check_record(path: Any, *, marker: str | None = DEFAULT_MARKER) -> Readiness
     :raises OSError: the storage could not be read (permissions, network); not a reason to wait.
     """
     validate_marker(marker)
+    refresh(path)
     location = str(path)
     is_dir = path.is_dir()
     marker_path = None

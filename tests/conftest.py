@@ -100,3 +100,144 @@ def pytest_sessionfinish(session, exitstatus):
         for nodeid in _skipped_postgres[:20]:
             print(f"  {nodeid}")
         session.exitstatus = 1
+
+
+# -- a local S3 server --------------------------------------------------------------------------
+
+S3_CONN_ID = "gate_s3"
+
+
+class S3Server:
+    """A moto S3 server on loopback, with IAM authentication on: wrong keys are refused.
+
+    :param endpoint: ``http://127.0.0.1:<port>``.
+    :param access_key: the access key id of the one IAM user allowed everything.
+    :param secret_key: its secret.
+    """
+
+    region = "us-east-1"
+
+    def __init__(self, endpoint: str, access_key: str, secret_key: str) -> None:
+        self.endpoint = endpoint
+        self.access_key = access_key
+        self.secret_key = secret_key
+
+    def connection(self, *, secret_key: str | None = None) -> str:
+        """Return an Airflow ``aws`` connection (JSON, for ``AIRFLOW_CONN_<ID>``) pointing at the server.
+
+        :param secret_key: another secret (for bad-credential tests).
+        """
+        import json
+
+        return json.dumps(
+            {
+                "conn_type": "aws",
+                "login": self.access_key,
+                "password": secret_key or self.secret_key,
+                "extra": {"endpoint_url": self.endpoint, "region_name": self.region},
+            }
+        )
+
+    def env(self, conn_id: str = S3_CONN_ID, *, secret_key: str | None = None) -> dict[str, str]:
+        """Return the environment that defines Airflow connection ``conn_id`` for this server.
+
+        :param conn_id: the connection id.
+        :param secret_key: another secret (for bad-credential tests).
+        """
+        return {f"AIRFLOW_CONN_{conn_id.upper()}": self.connection(secret_key=secret_key)}
+
+    def client(self):
+        """Return a boto3 S3 client with the good credentials."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=self.access_key,
+            aws_secret_access_key=self.secret_key,
+            region_name=self.region,
+        )
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """Start a moto S3 server on a free loopback port for the session; stop it afterwards."""
+    import json
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    pytest.importorskip("moto.server", reason="the local S3 server needs moto[server] (the test extra)")
+    boto3 = pytest.importorskip("boto3")
+    port = _free_port()
+    endpoint = f"http://127.0.0.1:{port}"
+    log = (tmp_path_factory.mktemp("moto") / "server.log").open("wb")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/data.json", timeout=1).close()
+                break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"the moto S3 server did not start on {endpoint}")
+                time.sleep(0.1)
+        # One IAM user allowed everything, then authentication on: other keys get 403.
+        iam = boto3.client(
+            "iam", endpoint_url=endpoint, region_name=S3Server.region,
+            aws_access_key_id="bootstrap", aws_secret_access_key="bootstrap",
+        )
+        iam.create_user(UserName="gate")
+        iam.put_user_policy(
+            UserName="gate",
+            PolicyName="all",
+            PolicyDocument=json.dumps(
+                {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+            ),
+        )
+        key = iam.create_access_key(UserName="gate")["AccessKey"]
+        request = urllib.request.Request(f"{endpoint}/moto-api/reset-auth", data=b"0", method="POST",
+                                         headers={"Content-Type": "text/plain"})
+        urllib.request.urlopen(request, timeout=5).close()
+        yield S3Server(endpoint, key["AccessKeyId"], key["SecretAccessKey"])
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+
+
+@pytest.fixture
+def s3_bucket(s3_server, monkeypatch):
+    """A fresh bucket on the local S3 server, and Airflow connection ``gate_s3`` pointing at it.
+
+    Yields the bucket name; the connection is set in this process's environment.
+    """
+    import uuid
+
+    name = f"gate-{uuid.uuid4().hex[:12]}"
+    s3_server.client().create_bucket(Bucket=name)
+    for key, value in s3_server.env().items():
+        monkeypatch.setenv(key, value)
+    for key in [k for k in os.environ if k.startswith("AWS_")]:
+        monkeypatch.delenv(key)
+    return name

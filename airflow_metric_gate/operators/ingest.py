@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, ObjectStoragePath
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_metric_gate.operators._record_copy import read_and_copy
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.pipeline import ingest
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import RECORD_FORMATS, RecordError
+from airflow_metric_gate.storage import StorageUnavailable, record_path, refresh, storage_errors
 
 #: At most this many skipped entries of a record directory are logged one by one.
 _SKIPS_LOGGED = 50
@@ -32,6 +34,30 @@ def record_location(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def read_record_at(location: str, storage_conn_id: str | None, format: str, *, copy: bool = False) -> tuple[Any, Any]:
+    """Read a record for an operator, with Airflow's retry semantics for failures.
+
+    :param location: the record location: local path or object-storage URI.
+    :param storage_conn_id: the Airflow connection of the object storage, if any.
+    :param format: the record format.
+    :param copy: keep a verified local copy of a record on object storage (see ``_record_copy``).
+    :return: the record, and the local copy's digest (``None`` without a copy).
+    :raises AirflowFailException: the location or the record is bad (never retried).
+    :raises AirflowException: the storage could not be reached (retried).
+    """
+    try:
+        with storage_errors(location):
+            path = record_path(location, conn_id=optional(storage_conn_id))
+            refresh(path)
+            if copy:
+                return read_and_copy(path, location, format=format)
+            return ingest(path, format=format), None
+    except RecordError as err:
+        raise AirflowFailException(printable(f"bad training record {location}: {err}")) from err
+    except StorageUnavailable as err:
+        raise AirflowException(printable(f"{err}; will retry")) from err
+
+
 class IngestRecordOperator(BaseOperator):
     """Read the nightly record and check its structure before anything is selected or stored.
 
@@ -42,7 +68,12 @@ class IngestRecordOperator(BaseOperator):
     The task's return value is a small summary for the next task, never the record itself::
 
         {"location": "s3://bucket/nightly/2026-11-30", "format": "series",
-         "metrics": 7, "points": 5120, "files": 8, "skipped": 1}
+         "metrics": 7, "points": 5120, "files": 8, "skipped": 1, "copy": "<sha256>"}
+
+    ``skipped`` counts the entries of a record directory that were skipped (each is logged).
+    ``copy`` (records on object storage only) is the digest of the local copy kept for
+    :class:`SelectStepsOperator`, so that the record is downloaded once per night.  Unreachable
+    storage is retried (``AirflowException``).
 
     :param location: the record location: local path or object-storage URI; ``None`` takes it from
         the only upstream task's XCom (e.g. :class:`TrainingOutputSensor`) (templated).
@@ -80,12 +111,8 @@ class IngestRecordOperator(BaseOperator):
             raise AirflowFailException(f"{self.task_id}: no record location given")
         if self.format not in RECORD_FORMATS:
             raise AirflowFailException(f"format must be one of {', '.join(RECORD_FORMATS)}, got {self.format!r}")
-        path = ObjectStoragePath(location, conn_id=optional(self.storage_conn_id))
         self.log.info("Reading training record %s (format %s)", location, self.format)
-        try:
-            record = ingest(path, format=self.format)
-        except RecordError as err:
-            raise AirflowFailException(printable(f"bad training record {location}: {err}")) from err
+        record, copy = read_record_at(location, self.storage_conn_id, self.format, copy=True)
         for skipped, reason in record.skipped[:_SKIPS_LOGGED]:
             self.log.info("Skipped %s: %s", printable(skipped), reason)
         if len(record.skipped) > _SKIPS_LOGGED:
@@ -98,6 +125,8 @@ class IngestRecordOperator(BaseOperator):
             "files": len(record.sources),
             "skipped": len(record.skipped),
         }
+        if copy is not None:
+            summary["copy"] = copy
         self.log.info(
             "Record %s: %s metric(s), %s point(s) in %s file(s)",
             location,

@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, ObjectStoragePath
+from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.declarations import (
@@ -15,11 +15,12 @@ from airflow_metric_gate.declarations import (
     load_gates_file,
     resolve_declarations,
 )
+from airflow_metric_gate.operators._record_copy import drop_copy, read_copy
 from airflow_metric_gate.operators._shared import optional, upstream_value
-from airflow_metric_gate.operators.ingest import record_location
-from airflow_metric_gate.pipeline import ingest, select, selection_to_payload
+from airflow_metric_gate.operators.ingest import read_record_at, record_location
+from airflow_metric_gate.pipeline import select, selection_to_payload
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import RECORD_FORMATS, RecordError
+from airflow_metric_gate.records import RECORD_FORMATS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -38,7 +39,9 @@ class SelectStepsOperator(BaseOperator):
     parallel lists), ready for :class:`PersistValuesOperator`.
 
     :param record: the record location, or the summary :class:`IngestRecordOperator` returned;
-        ``None`` takes it from the only upstream task's XCom (templated).
+        ``None`` takes it from the only upstream task's XCom (templated).  With the summary of a
+        record on object storage, the local copy ingest kept is read when it is on this machine
+        and matches its checksums; otherwise the record is read from the storage again.
     :param gates_file: path of a gates file; a relative path is taken from the DAG file's folder (templated).
     :param gates: declarations written in the DAG file: mappings (``metric_key``, ``steps``,
         ``constraint``, ``enforce``, ``allowlist_reason``) or ``GateDeclaration`` objects.
@@ -114,11 +117,16 @@ class SelectStepsOperator(BaseOperator):
 
         declarations = self.declarations()
         self.log.info("%s gate declaration(s) for record %s", len(declarations), location)
-        try:
-            record = ingest(ObjectStoragePath(location, conn_id=optional(self.storage_conn_id)), format=fmt)
-        except RecordError as err:
-            raise AirflowFailException(printable(f"bad training record {location}: {err}")) from err
+        copy = upstream.get("copy") if isinstance(upstream, Mapping) else None
+        record = read_copy(location, copy, format=fmt) if copy is not None else None
+        if record is not None:
+            self.log.info("Reading the local copy ingest verified of %s (not downloaded again)", location)
+        else:
+            if copy is not None:
+                self.log.info("No intact local copy of %s on this machine: reading the storage", location)
+            record, _ = read_record_at(location, self.storage_conn_id, fmt)
         selections = select(record, declarations)
+        drop_copy(location, copy)
         for s in selections:
             if s.error is not None:
                 self.log.warning("%s: cannot select: %s", printable(s.declaration.metric_key), printable(s.error))

@@ -1,0 +1,58 @@
+"""dags/nightly_metric_gate.py under ``dag.test()`` with ``record_root`` on a local S3 server.
+
+The records live in a bucket of the moto server the test session starts (``s3_server``); the DAG
+reads them through the Airflow connection named in the URI (``s3://gate_s3@bucket/records``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_nightly_metric_gate import DAG_ID, GOOD, ROWS_PER_NIGHT, SERIES, GateStore
+
+pytestmark = pytest.mark.airflow_db
+pytest.importorskip("s3fs")
+
+
+def _put_night(client, bucket: str, day: str) -> int:
+    """One record directory of two objects (steps split between two ranks) and its marker."""
+    size = 0
+    for rank in range(2):
+        steps = range(rank, 4, 2)
+        lines = [{"metric": m, "series": [[s, v] for s in steps]} for m, v in GOOD.items()]
+        lines.append({"metric": "rollout/tito_session_mismatch_rate/v1/assistant_text", "series": [[3, 0.01]]})
+        body = "".join(json.dumps(line) + "\n" for line in lines).encode()
+        client.put_object(Bucket=bucket, Key=f"records/{day}/rank{rank}.jsonl", Body=body)
+        size += len(body)
+    client.put_object(Bucket=bucket, Key=f"records/{day}/_SUCCESS", Body=b"")
+    return size
+
+
+def test_a_night_on_object_storage_is_gated_end_to_end(airflow_env, s3_server, s3_bucket, tmp_path):
+    _put_night(s3_server.client(), s3_bucket, "2026-11-01")
+    store = GateStore("sqlite", f"sqlite:///{tmp_path / 'metric_gate.db'}")
+    copies = tmp_path / "record-copies"
+    env = {**store.env, **s3_server.env(), "AIRFLOW__METRIC_GATE__RECORD_COPY_DIR": str(copies)}
+    root = f"s3://gate_s3@{s3_bucket}/records"
+    run = {
+        "dag_id": DAG_ID,
+        "conf": {"record_root": root, "series": SERIES, "role": "baseline"},
+        "logical_date": "2026-11-01T00:00:00+00:00",
+    }
+    (result,) = airflow_env.dag_tests([run], env=env)
+
+    assert result.state == "success", result.output[-6000:]
+    assert result.xcom["wait_for_record"] == f"{root}/2026-11-01"
+    ingest = result.xcom["ingest_record"]
+    assert (ingest["location"], ingest["files"], ingest["metrics"]) == (f"{root}/2026-11-01", 2, 4)
+    assert len(ingest["copy"]) == 64  # the local copy select read, instead of downloading again
+    assert "not downloaded again" in result.output
+    assert list(copies.iterdir()) == []  # removed once selected
+    verdict = result.xcom["evaluate_gate"]
+    assert verdict["trusted"] is True and verdict["role"] == "baseline"
+    assert store.run(result.xcom["persist_values"]["run_id"])["rows"] == ROWS_PER_NIGHT
+    everything = result.output + json.dumps(result.xcom)
+    assert s3_server.secret_key not in everything
+    assert Path(store.url.removeprefix("sqlite:///")).exists()
