@@ -45,6 +45,8 @@ REDIS_URL = os.environ.get("METRIC_GATE_TEST_REDIS_URL", "redis://127.0.0.1:6379
 REQUIRE_SERVICES = os.environ.get("METRIC_GATE_REQUIRE_PG") == "1"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "celery-worker")
 START_TIMEOUT = 240.0
+#: Celery worker slots: one per night of the nightly backfill (seven), so the nights run side by side.
+WORKER_SLOTS = 8
 
 
 def _unavailable(message: str) -> None:
@@ -162,8 +164,9 @@ def _airflow_env(tmp: Path, *, meta_db: str, store_db: str, api_port: int, redis
             # DAGs run when triggered or backfilled; the scheduler creates no scheduled run of its own.
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
-            "AIRFLOW__CORE__PARALLELISM": "8",
-            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "8",
+            # Full backfill parallelism: a slot for every night of the largest backfill at once.
+            "AIRFLOW__CORE__PARALLELISM": str(2 * WORKER_SLOTS),
+            "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(WORKER_SLOTS),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{api_port}/execution/",
             # A shared 2-core CI machine can keep the api-server busy for many seconds; the default
             # 5 s makes a worker give up on starting a task and leave it to the heartbeat timeout.
@@ -175,7 +178,7 @@ def _airflow_env(tmp: Path, *, meta_db: str, store_db: str, api_port: int, redis
             "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": meta_url,
             "AIRFLOW__CELERY__BROKER_URL": REDIS_URL,
             "AIRFLOW__CELERY__RESULT_BACKEND": "db+" + _db_url(meta_db),
-            "AIRFLOW__CELERY__WORKER_CONCURRENCY": "4",
+            "AIRFLOW__CELERY__WORKER_CONCURRENCY": str(WORKER_SLOTS),
             "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__GLOBAL_KEYPREFIX": redis_prefix,
             "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
@@ -236,7 +239,7 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
             "scheduler": ["scheduler"],
             "dag-processor": ["dag-processor"],
             "triggerer": ["triggerer"],
-            "celery-worker": ["celery", "worker", "--concurrency", "4", "--without-mingle", "--without-gossip"],
+            "celery-worker": ["celery", "worker", "--concurrency", str(WORKER_SLOTS), "--without-mingle"],
         }
         for name in COMPONENTS:
             log = logs_dir / f"{name}.log"

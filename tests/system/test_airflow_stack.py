@@ -1,17 +1,17 @@
 """The package on a real Airflow 3 deployment: CeleryExecutor, a Celery worker, the triggerer.
 
-All tests share one started stack (``airflow_stack``, see ``conftest.py``).  The ``workloads``
-fixture submits everything at once, so the DAG runs overlap as they would on a busy deployment:
+All tests share one started stack (``airflow_stack``, see ``conftest.py``).  The workloads:
 
-* a backfill of ``dags/nightly_metric_gate.py`` over seven nights at full backfill parallelism,
-  with a regressed night in the middle.  It runs newest night first (``run_backwards``): Airflow
-  promises no order between the runs of a backfill, and newest-first is the worst case for a gate
-  that must judge every night against the nights before it;
+* a backfill of ``dags/nightly_metric_gate.py`` over seven nights at full backfill parallelism
+  (``max_active_runs`` 8, and enough worker slots for every night at once), with a regressed night
+  in the middle.  The nights then move through the DAG in lockstep and reach ``evaluate_gate``
+  together: the worst case for a gate that must judge each night against the nights before it;
 * a backfill of ``two_series_gate`` (two gate chains, series ``rl-7b`` and ``rl-70b``, in one DAG
-  run) over three nights;
-* a run of ``deferred_record_sensor`` whose record appears only after the sensor deferred.
+  run) over three nights, started once the first backfill is done (so as not to take its slots);
+* a run of ``deferred_record_sensor``, started with the first backfill, whose record appears only
+  after the sensor deferred.
 
-Each test then waits (bounded) for its own workload and checks what a user would look at: task
+Each test waits (bounded) for its own workload and checks what a user would look at: task
 states and XComs through the REST API, and the metric store's public tables.
 """
 
@@ -74,20 +74,18 @@ class Workloads:
     """What the module submitted to the stack.
 
     :param nightly_backfill: the backfill id of the nightly DAG.
-    :param two_series_backfill: the backfill id of the two-series DAG.
+    :param records: the folder holding every record.
     :param sensor_run_id: the Airflow run id of the deferred sensor's DAG run.
     :param sensor_record: where that run's record appears once the test writes it.
     """
 
     nightly_backfill: int
-    two_series_backfill: int
+    records: Path
     sensor_run_id: str
     sensor_record: Path
 
 
-def _create_backfill(
-    stack: AirflowStack, dag_id: str, nights: list[date], conf: dict[str, Any], *, backwards: bool = False
-) -> int:
+def _create_backfill(stack: AirflowStack, dag_id: str, nights: list[date], conf: dict[str, Any]) -> int:
     backfill = stack.api.post(
         "/api/v2/backfills",
         {
@@ -95,7 +93,6 @@ def _create_backfill(
             "from_date": _iso(nights[0]),
             "to_date": _iso(nights[-1]),
             "max_active_runs": 8,
-            "run_backwards": backwards,
             "dag_run_conf": conf,
             "reprocess_behavior": "none",
         },
@@ -105,7 +102,7 @@ def _create_backfill(
 
 @pytest.fixture(scope="module")
 def workloads(airflow_stack: AirflowStack) -> Workloads:
-    """Write the records and submit every workload of the module at once."""
+    """Write the records, start the nightly backfill and the deferred sensor's run."""
     records = airflow_stack.tmp / "records"
     for night in NIGHTS:
         values = dict(CLEAN)
@@ -122,17 +119,13 @@ def workloads(airflow_stack: AirflowStack) -> Workloads:
         NIGHTLY_DAG,
         NIGHTS,
         {"record_root": str(records / "nightly"), "series": BACKFILL_SERIES},
-        backwards=True,
-    )
-    two_series = _create_backfill(
-        airflow_stack, TWO_SERIES_DAG, TWO_SERIES_NIGHTS, {"record_root": str(records / "two_series")}
     )
     sensor_record = records / "deferred" / FIRST_NIGHT.isoformat()
     run = airflow_stack.api.post(
         f"/api/v2/dags/{SENSOR_DAG}/dagRuns",
         {"logical_date": None, "conf": {"record_path": str(sensor_record)}},
     )
-    return Workloads(nightly, two_series, run["dag_run_id"], sensor_record)
+    return Workloads(nightly, records, run["dag_run_id"], sensor_record)
 
 
 def _finished_backfill_runs(stack: AirflowStack, dag_id: str, nights: list[date]) -> dict[date, dict[str, Any]]:
@@ -168,7 +161,7 @@ def _store_runs(stack: AirflowStack, where: str, *params: Any) -> list[dict[str,
 def test_backfill_catches_the_regressed_night_and_trusts_every_clean_one(
     airflow_stack: AirflowStack, nightly_runs: dict[date, dict[str, Any]]
 ) -> None:
-    """Seven nights backfilled at once (max_active_runs 8, newest first) are still judged in night order."""
+    """Seven nights backfilled at once (max_active_runs 8) are still judged in night order."""
     api = airflow_stack.api
     store = {run["night"]: run for run in _store_runs(airflow_stack, "series = %s", BACKFILL_SERIES)}
     assert sorted(store) == NIGHTS, f"store runs of {BACKFILL_SERIES}: {sorted(store)}"
@@ -202,10 +195,13 @@ def test_backfill_catches_the_regressed_night_and_trusts_every_clean_one(
 
 
 def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(
-    airflow_stack: AirflowStack, workloads: Workloads
+    airflow_stack: AirflowStack, workloads: Workloads, nightly_runs: dict[date, dict[str, Any]]
 ) -> None:
     """Two PersistValues/EvaluateGate chains in one DAG run: two store runs per night, each with its own values."""
     api = airflow_stack.api
+    _create_backfill(
+        airflow_stack, TWO_SERIES_DAG, TWO_SERIES_NIGHTS, {"record_root": str(workloads.records / "two_series")}
+    )
     runs = _finished_backfill_runs(airflow_stack, TWO_SERIES_DAG, TWO_SERIES_NIGHTS)
     for night in TWO_SERIES_NIGHTS:
         run_id = runs[night]["dag_run_id"]
