@@ -45,8 +45,9 @@ REDIS_URL = os.environ.get("METRIC_GATE_TEST_REDIS_URL", "redis://127.0.0.1:6379
 REQUIRE_SERVICES = os.environ.get("METRIC_GATE_REQUIRE_PG") == "1"
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "celery-worker")
 START_TIMEOUT = 240.0
-#: Celery worker slots: one per night of the nightly backfill (seven), so the nights run side by side.
-WORKER_SLOTS = 8
+#: Celery worker slots: one per task the system test's DAG runs can run side by side (seven nights of
+#: the nightly backfill, three nights of two chains, the sensor), so every night moves in lockstep.
+WORKER_SLOTS = 16
 
 
 def _unavailable(message: str) -> None:

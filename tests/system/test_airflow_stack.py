@@ -7,12 +7,13 @@ All tests share one started stack (``airflow_stack``, see ``conftest.py``).  The
   in the middle.  The nights then move through the DAG in lockstep and reach ``evaluate_gate``
   together: the worst case for a gate that must judge each night against the nights before it;
 * a backfill of ``two_series_gate`` (two gate chains, series ``rl-7b`` and ``rl-70b``, in one DAG
-  run) over three nights, started once the first backfill is done (so as not to take its slots);
-* a run of ``deferred_record_sensor``, started with the first backfill, whose record appears only
-  after the sensor deferred.
+  run) over three nights;
+* a run of ``deferred_record_sensor`` whose record appears only after the sensor deferred.
 
-Each test waits (bounded) for its own workload and checks what a user would look at: task
-states and XComs through the REST API, and the metric store's public tables.
+The ``workloads`` fixture submits all three at once (the worker has a slot for every task they can
+run side by side), so they overlap as on a busy deployment.  Each test waits (bounded) for its own
+workload and checks what a user would look at: task states and XComs through the REST API, and the
+metric store's public tables.
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ TWO_SERIES = {  # series -> (raw_reward, grad_norm): far enough apart that mixed
     "rl-70b": (0.3, 4.0),
 }
 
-BACKFILL_TIMEOUT = 300.0
+# Nights judged in order may wait for each other (EvaluateGateOperator checks again every minute).
+BACKFILL_TIMEOUT = 540.0
 SENSOR_TIMEOUT = 120.0
 
 
@@ -74,13 +76,13 @@ class Workloads:
     """What the module submitted to the stack.
 
     :param nightly_backfill: the backfill id of the nightly DAG.
-    :param records: the folder holding every record.
+    :param two_series_backfill: the backfill id of the two-series DAG.
     :param sensor_run_id: the Airflow run id of the deferred sensor's DAG run.
     :param sensor_record: where that run's record appears once the test writes it.
     """
 
     nightly_backfill: int
-    records: Path
+    two_series_backfill: int
     sensor_run_id: str
     sensor_record: Path
 
@@ -102,7 +104,7 @@ def _create_backfill(stack: AirflowStack, dag_id: str, nights: list[date], conf:
 
 @pytest.fixture(scope="module")
 def workloads(airflow_stack: AirflowStack) -> Workloads:
-    """Write the records, start the nightly backfill and the deferred sensor's run."""
+    """Write the records and submit every workload of the module at once."""
     records = airflow_stack.tmp / "records"
     for night in NIGHTS:
         values = dict(CLEAN)
@@ -120,12 +122,15 @@ def workloads(airflow_stack: AirflowStack) -> Workloads:
         NIGHTS,
         {"record_root": str(records / "nightly"), "series": BACKFILL_SERIES},
     )
+    two_series = _create_backfill(
+        airflow_stack, TWO_SERIES_DAG, TWO_SERIES_NIGHTS, {"record_root": str(records / "two_series")}
+    )
     sensor_record = records / "deferred" / FIRST_NIGHT.isoformat()
     run = airflow_stack.api.post(
         f"/api/v2/dags/{SENSOR_DAG}/dagRuns",
         {"logical_date": None, "conf": {"record_path": str(sensor_record)}},
     )
-    return Workloads(nightly, records, run["dag_run_id"], sensor_record)
+    return Workloads(nightly, two_series, run["dag_run_id"], sensor_record)
 
 
 def _finished_backfill_runs(stack: AirflowStack, dag_id: str, nights: list[date]) -> dict[date, dict[str, Any]]:
@@ -195,13 +200,10 @@ def test_backfill_catches_the_regressed_night_and_trusts_every_clean_one(
 
 
 def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(
-    airflow_stack: AirflowStack, workloads: Workloads, nightly_runs: dict[date, dict[str, Any]]
+    airflow_stack: AirflowStack, workloads: Workloads
 ) -> None:
     """Two PersistValues/EvaluateGate chains in one DAG run: two store runs per night, each with its own values."""
     api = airflow_stack.api
-    _create_backfill(
-        airflow_stack, TWO_SERIES_DAG, TWO_SERIES_NIGHTS, {"record_root": str(workloads.records / "two_series")}
-    )
     runs = _finished_backfill_runs(airflow_stack, TWO_SERIES_DAG, TWO_SERIES_NIGHTS)
     for night in TWO_SERIES_NIGHTS:
         run_id = runs[night]["dag_run_id"]
