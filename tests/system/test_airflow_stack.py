@@ -12,8 +12,8 @@ All tests share one started stack (``airflow_stack``, see ``conftest.py``).  The
 
 The ``workloads`` fixture submits all three at once (the worker has a slot for every task they can
 run side by side), so they overlap as on a busy deployment.  Each test waits (bounded) for its own
-workload and checks what a user would look at: task states and XComs through the REST API, and the
-metric store's public tables.
+workload, the sensor's first (the test writes its record while the backfills run), and checks what
+a user would look at: task states and XComs through the REST API, and the metric store's tables.
 """
 
 from __future__ import annotations
@@ -163,6 +163,35 @@ def _store_runs(stack: AirflowStack, where: str, *params: Any) -> list[dict[str,
     return [dict(zip(columns, row)) for row in rows]
 
 
+def test_deferred_sensor_completes_in_the_triggerer(airflow_stack: AirflowStack, workloads: Workloads) -> None:
+    """The record appears only after the sensor deferred; the triggerer notices and the run succeeds."""
+    api = airflow_stack.api
+    run_id = workloads.sensor_run_id
+
+    def deferred() -> dict[str, Any] | None:
+        ti = api.task_instances(SENSOR_DAG, run_id)["wait_for_record"]
+        assert ti["state"] not in ("success", "failed", "up_for_retry"), f"sensor ended as {ti['state']!r} unseen"
+        trigger = ti.get("trigger") or {}
+        # Deferred, and the trigger taken up by the triggerer (its job id is on the trigger row).
+        return ti if ti["state"] == "deferred" and trigger.get("triggerer_id") is not None else None
+
+    ti = airflow_stack.wait_for("the sensor to defer to the triggerer", deferred, SENSOR_TIMEOUT, interval=1)
+    assert ti["trigger"]["classpath"].endswith("TrainingOutputTrigger"), ti["trigger"]
+    assert not workloads.sensor_record.exists()
+    _write_night(workloads.sensor_record, CLEAN)  # the marker last, as the training job writes it
+
+    def finished() -> dict[str, Any] | None:
+        run = api.get(f"/api/v2/dags/{SENSOR_DAG}/dagRuns/{run_id}")
+        return run if run["state"] in ("success", "failed") else None
+
+    run = airflow_stack.wait_for("the sensor's DAG run to finish", finished, SENSOR_TIMEOUT, interval=1)
+    ti = api.task_instances(SENSOR_DAG, run_id)["wait_for_record"]
+    assert (run["state"], ti["state"]) == ("success", "success"), ti
+    assert ti["try_number"] == 1, "resuming after the deferral is not a retry"
+    location = api.xcom_return_value(SENSOR_DAG, run_id, "wait_for_record")
+    assert str(location).rstrip("/").endswith(str(workloads.sensor_record)), location
+
+
 def test_backfill_catches_the_regressed_night_and_trusts_every_clean_one(
     airflow_stack: AirflowStack, nightly_runs: dict[date, dict[str, Any]]
 ) -> None:
@@ -237,35 +266,6 @@ def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(
             series,
         )
         assert history == [(reward,)], f"history of {series}: {history}"
-
-
-def test_deferred_sensor_completes_in_the_triggerer(airflow_stack: AirflowStack, workloads: Workloads) -> None:
-    """The record appears only after the sensor deferred; the triggerer notices and the run succeeds."""
-    api = airflow_stack.api
-    run_id = workloads.sensor_run_id
-
-    def deferred() -> dict[str, Any] | None:
-        ti = api.task_instances(SENSOR_DAG, run_id)["wait_for_record"]
-        assert ti["state"] not in ("success", "failed", "up_for_retry"), f"sensor ended as {ti['state']!r} unseen"
-        trigger = ti.get("trigger") or {}
-        # Deferred, and the trigger taken up by the triggerer (its job id is on the trigger row).
-        return ti if ti["state"] == "deferred" and trigger.get("triggerer_id") is not None else None
-
-    ti = airflow_stack.wait_for("the sensor to defer to the triggerer", deferred, SENSOR_TIMEOUT, interval=1)
-    assert ti["trigger"]["classpath"].endswith("TrainingOutputTrigger"), ti["trigger"]
-    assert not workloads.sensor_record.exists()
-    _write_night(workloads.sensor_record, CLEAN)  # the marker last, as the training job writes it
-
-    def finished() -> dict[str, Any] | None:
-        run = api.get(f"/api/v2/dags/{SENSOR_DAG}/dagRuns/{run_id}")
-        return run if run["state"] in ("success", "failed") else None
-
-    run = airflow_stack.wait_for("the sensor's DAG run to finish", finished, SENSOR_TIMEOUT, interval=1)
-    ti = api.task_instances(SENSOR_DAG, run_id)["wait_for_record"]
-    assert (run["state"], ti["state"]) == ("success", "success"), ti
-    assert ti["try_number"] == 1, "resuming after the deferral is not a retry"
-    location = api.xcom_return_value(SENSOR_DAG, run_id, "wait_for_record")
-    assert str(location).rstrip("/").endswith(str(workloads.sensor_record)), location
 
 
 def test_verdict_read_back_through_the_rest_api(

@@ -24,5 +24,5 @@ with DAG(
         path="{{ params.record_path }}",
         deferrable=True,
         poke_interval=1,
-        timeout=240,
+        timeout=600,
     )
