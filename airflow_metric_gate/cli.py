@@ -19,7 +19,13 @@ from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id, ru
 from airflow_metric_gate.records import RecordError
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.store.base import utc
-from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, format_columns, render_table
+from airflow_metric_gate.verdict import (
+    DEFAULT_MAX_RESULTS,
+    DEFAULT_TABLE_ROWS,
+    format_columns,
+    render_report,
+    show_command,
+)
 
 EXIT_OK = 0
 EXIT_BLOCKED = 1
@@ -52,6 +58,20 @@ def _non_negative(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
     return value
+
+
+def _table_rows_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--table-rows", type=_non_negative, metavar="N",
+        help=f"at most N table rows per declaration, worst first; 0: no limit "
+        f"(default: {DEFAULT_TABLE_ROWS}, no limit with --all)",
+    )
+
+
+def _table_rows(args: argparse.Namespace) -> int | None:
+    if args.table_rows is not None:
+        return args.table_rows or None
+    return None if args.all else DEFAULT_TABLE_ROWS
 
 
 def _store_option(parser: argparse.ArgumentParser) -> None:
@@ -94,6 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")
     run.add_argument("--max-results", type=_non_negative, default=DEFAULT_MAX_RESULTS,
                      help=f"at most this many results in the verdict (default: {DEFAULT_MAX_RESULTS})")
+    _table_rows_option(run)
     run.add_argument("--commit", help="commit sha kept as provenance (mark-untrusted --commit finds it)")
     run.add_argument("--training-job-id", help="training job id kept as provenance")
 
@@ -108,12 +129,17 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--json", action="store_true", help="print rows as JSON")
 
     for name, status in (("mark-untrusted", "untrusted"), ("mark-trusted", "trusted")):
-        mark = sub.add_parser(name, help=f"mark runs {status} (idempotent; prints how many changed)")
+        mark = sub.add_parser(name, help=f"mark runs {status} (idempotent; prints every run it matched)")
         which = mark.add_mutually_exclusive_group(required=True)
         which.add_argument("--run-id", help="store run id")
-        which.add_argument("--airflow-run-id", help="Airflow DAG run id")
+        which.add_argument("--airflow-run-id", help="Airflow DAG run id (needs --dag-id)")
         which.add_argument("--commit", help="commit sha")
-        mark.add_argument("--reason", help="note kept in runs.status_reason")
+        mark.add_argument("--dag-id", help="only runs of this Airflow DAG (required with --airflow-run-id)")
+        mark.add_argument("--series", help="only runs of this series")
+        mark.add_argument("--backend", help="only runs of this backend")
+        mark.add_argument("--suite", help="only runs of this suite")
+        mark.add_argument("--reason", help="note kept in runs.status_reason (recorded even when the status "
+                                           "does not change)")
         _store_option(mark)
         mark.set_defaults(status=status)
 
@@ -130,6 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--aggregate", choices=AGGREGATES, default="mean")
     show.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")
     show.add_argument("--json", action="store_true", help="print only the verdict JSON on stdout")
+    show.add_argument("--max-results", type=_non_negative, default=DEFAULT_MAX_RESULTS,
+                      help=f"at most this many results in the verdict (default: {DEFAULT_MAX_RESULTS})")
+    _table_rows_option(show)
     _store_option(show)
 
     rebase = sub.add_parser("rebaseline", help="start a fresh baseline at a run: later runs ignore older history")
@@ -165,8 +194,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(verdict, indent=2))
     else:
-        print(render_table(verdict))
+        print(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args)))
     return EXIT_BLOCKED if verdict["blocking"] else EXIT_OK
+
+
+def _where(verdict: dict, args: argparse.Namespace) -> tuple[str, ...]:
+    if not verdict["summary"] and not verdict["truncated"]:
+        return ()
+    if args.all and not verdict["truncated"] and _table_rows(args) is None:
+        return ()  # everything is on the screen already
+    return (f"Every result: {show_command(verdict)} (same --store); the verdict as JSON: add --json",)
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
@@ -192,15 +229,36 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 def _cmd_mark(args: argparse.Namespace) -> int:
     if args.run_id:
-        by, key = "run_id", args.run_id
+        by, key, option = "run_id", args.run_id, "--run-id"
     elif args.airflow_run_id:
-        by, key = "airflow_run_id", args.airflow_run_id
+        by, key, option = "airflow_run_id", args.airflow_run_id, "--airflow-run-id"
+        if not args.dag_id:
+            raise UsageError(
+                "--airflow-run-id needs --dag-id: Airflow run ids such as scheduled__<date> repeat in every DAG"
+            )
     else:
-        by, key = "commit", args.commit
+        by, key, option = "commit", args.commit, "--commit"
+    scope = {"dag_id": args.dag_id, "series": args.series, "backend": args.backend, "suite": args.suite}
     with open_store(args.store) as store:
-        changed = store.mark(args.status, by=by, key=key, reason=args.reason)
-        found = len(store.find_runs(by=by, key=key))
-    print(f"marked {changed} run(s) {args.status} ({found} run(s) match {by} {key})")
+        marked = store.mark_runs(args.status, by=by, key=key, reason=args.reason, **scope)
+    searched = " ".join([f"{option} {key}"] + [f"--{k.replace('_', '-')} {v}" for k, v in scope.items() if v])
+    if not marked:
+        print(f"metric-gate: error: nothing matched {searched} in the metric store; nothing was changed",
+              file=sys.stderr)
+        return EXIT_BAD_INPUT
+    header = ("RUN", "SERIES", "BACKEND", "SUITE", "LOGICAL DATE", "STATUS", "REASON")
+    rows = []
+    for m in marked:
+        change = f"{m.run.status} -> {m.status}" if m.changed else f"already {m.status}"
+        if m.reason == m.run.status_reason:
+            note = "(unchanged)" if m.reason is None else f"{m.reason} (unchanged)"
+        else:
+            note = f"{m.reason} (reason recorded)"
+        rows.append((m.run.run_id, m.run.series, m.run.backend, m.run.suite, m.run.logical_date.isoformat(), change,
+                     note))
+    print("\n".join(format_columns(header, rows)))
+    changed = sum(m.changed for m in marked)
+    print(f"marked {changed} run(s) {args.status} ({len(marked)} run(s) match {searched})")
     return EXIT_OK
 
 
@@ -231,8 +289,12 @@ def _cmd_show(args: argparse.Namespace) -> int:
 
     with open_store(args.store) as store:
         verdict = evaluate(store, args.run_id, history_limit=args.history_limit, min_history=args.min_history,
-                           aggregate=args.aggregate, all_results=args.all, record=False)
-    print(json.dumps(verdict, indent=2) if args.json else render_table(verdict))
+                           aggregate=args.aggregate, all_results=args.all, max_results=args.max_results,
+                           record=False)
+    if args.json:
+        print(json.dumps(verdict, indent=2))
+    else:
+        print(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args)))
     return EXIT_OK
 
 

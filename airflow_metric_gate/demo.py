@@ -22,7 +22,7 @@ from pathlib import Path
 
 from airflow_metric_gate.pipeline import evaluate
 from airflow_metric_gate.store.sqlite import SQLiteStore
-from airflow_metric_gate.verdict import render_table
+from airflow_metric_gate.verdict import render_report
 
 DAG_ID = "nightly_metric_gate"
 SERIES = "demo-rl"
@@ -184,7 +184,7 @@ def run_demo(workdir: str | None = None, nights: int = 5) -> int:
         shown = [runs[0], runs[-1]] if len(runs) > 1 else runs
         for run in shown:
             print()
-            print(render_table(evaluate(store, run.run_id, record=False)))
+            print(render_report(evaluate(store, run.run_id, record=False)))
         rows = store.count("metric_values")
     ok = all((code != 0) == regressed for _, regressed, code in outcomes) and len(runs) == total
     print()
@@ -192,6 +192,8 @@ def run_demo(workdir: str | None = None, nights: int = 5) -> int:
     _say(f"metric store (SQLite): {store_path}")
     _say(f"  {_cli()} history rollout/raw_reward --series {SERIES} --store sqlite:///{store_path}")
     _say(f"  {_cli()} runs --series {SERIES} --store sqlite:///{store_path}")
+    if runs:
+        _say(f"  {_cli()} show {runs[-1].run_id} --all --store sqlite:///{store_path}")
     _say(f"task logs: {home / 'logs'} ; per-night command output: {logs}")
     if ok:
         _say("the clean nights passed and the regressed night failed its evaluate_gate task, as expected")

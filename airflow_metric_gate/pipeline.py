@@ -73,15 +73,23 @@ def new_run_id() -> str:
     return f"cli-{datetime.now(timezone.utc):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
 
 
-def airflow_store_run_id(dag_id: str, run_id: str, map_index: int | None = -1) -> str:
+def airflow_store_run_id(
+    dag_id: str, run_id: str, map_index: int | None = -1, *, task_id: str, identity: SeriesIdentity
+) -> str:
     """Return the store run id of an Airflow run: the same for every retry or clear of it.
+
+    The id names one persisting task's run of one series identity, so two gate chains in one DAG
+    run (two tasks, or two series) never share a store run.
 
     :param dag_id: the DAG id.
     :param run_id: the Airflow DAG run id.
     :param map_index: the task's map index (``-1`` when not mapped).
+    :param task_id: the persisting task's id.
+    :param identity: the series identity the task stores.
     """
     index = -1 if map_index is None else int(map_index)
-    digest = hashlib.sha256(json.dumps([dag_id, run_id, index]).encode()).hexdigest()[:24]
+    key = [dag_id, run_id, task_id, index, identity.series, identity.backend, identity.suite]
+    digest = hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
     return f"af-{digest}"
 
 
@@ -239,6 +247,7 @@ def evaluate(
     gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
 
     counts = {status: 0 for status in STATUSES}
+    per_gate = {key: {status: 0 for status in STATUSES} for key in gates}  # for the verdict's summary
     params = {key: constraint_params(gate["constraint"]) for key, gate in gates.items()}
     ordered: list[tuple[int, Result, dict]] = []  # the results the verdict lists, with their gates
     for v in current:
@@ -254,6 +263,7 @@ def evaluate(
             ref = reference(values, aggregate) if n else None
         status = quick_status(v.value, n, ref, params[key], min_history)
         counts[status] += 1
+        per_gate[key][status] += 1
         if status == FAIL or all_results:
             gate = gates[key]
             result = evaluate_value(
@@ -263,9 +273,11 @@ def evaluate(
             )
             ordered.append((v.ordinal, result, gate))
     for e in run.selection_errors:
-        gate = gates[(e["metric_key"], e["steps_key"], e["constraint_key"])]
+        key = (e["metric_key"], e["steps_key"], e["constraint_key"])
+        gate = gates[key]
         result = error_result(e["metric_key"], e["steps_key"], e["constraint_key"], e["message"])
         counts[ERROR] += 1
+        per_gate[key][ERROR] += 1
         ordered.append((e["ordinal"], result, gate))
     ordered.sort(key=lambda item: item[0])
     results = [r for _, r, _ in ordered]
@@ -283,7 +295,7 @@ def evaluate(
         logical_date=run.logical_date.isoformat(), results=results, trusted=trusted,
         enforced=bool(enforce or any(g["enforce"] for g in run.declarations)), blocking=blocking,
         all_results=all_results, max_results=max_results, max_bytes=max_bytes, extra_fields=extras,
-        counts=counts,
+        counts=counts, declaration_counts=per_gate,
     )
     counts = verdict["counts"]
     reason = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s]) or "no declarations"

@@ -29,6 +29,8 @@ metric, declaration and step.
 **Roles.** Scheduled runs are *baseline* runs: when trusted they feed future baselines, and an
 enforced FAIL or ERROR fails `evaluate_gate`. Manual runs are *shadow* runs: stored and reported,
 never failed by a regression, never feeding baselines. The `role` param overrides this.
+A run triggered without a logical date (`airflow dags trigger`) gates the night in the `night`
+param; a baseline run needs one: `--conf '{"night": "2026-11-30", "role": "baseline"}'`.
 
 #### When this DAG fails
 
@@ -40,14 +42,21 @@ never failed by a regression, never feeding baselines. The `role` param override
   half-written; check the `metric_gate_db` database, retries resume on their own.
 * `evaluate_gate` failed: **a regression**, an enforced value left its band. Read on.
 
-For a regression, open the `evaluate_gate` log. One line sums the run up (grep `metric-gate:`):
+For a regression, open the `evaluate_gate` log. Its first lines say what regressed, one line per
+failing declaration, worst first:
+
+    REGRESSED <metric> (steps <steps>): <f> of <n> steps FAIL, steps <first>..<last>, below band,
+    worst step <step>: <value> vs baseline <ref> (<change>; band <lo>..<hi>)
+
+Then one line sums the run up (grep `metric-gate:`):
 
     metric-gate: <series> run <id>: NOT-TRUSTED (<n> results, <f> fail, <e> error)
 
-Above it, a table lists each FAIL (value, baseline mean of the last trusted nights, band, which
-side it left and whether the relative term or the absolute floor set that side) and each ERROR (a
-metric missing from the record, a duplicate step, a non-finite value...). The full verdict is the
-task's XCom `return_value` (JSON, `schema` `airflow-metric-gate/verdict/v1`).
+Below it, a table lists the worst FAILs of each declaration (value, baseline mean of the last
+trusted nights, band, which side it left and whether the relative term or the absolute floor set
+that side) and each ERROR (a metric missing from the record, a duplicate step, a non-finite
+value...). The full verdict is the task's XCom `return_value` (JSON, `schema`
+`airflow-metric-gate/verdict/v1`); `metric-gate show <store run id> --all` lists every result.
 
 * A real regression: leave the run untrusted (it will not poison future baselines) and raise it
   with the training team.
@@ -132,6 +141,7 @@ with DAG(
         backend="{{ params.backend }}",
         suite="{{ params.suite }}",
         role="{{ params.role }}",
+        night="{{ params.night }}",
     )
     # --8<-- [end:persist]
     # --8<-- [start:evaluate]

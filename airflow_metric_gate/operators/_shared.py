@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook, conf
@@ -140,13 +140,52 @@ def run_role(role: str | None, context: Context) -> str:
     return role
 
 
-def run_logical_date(context: Context) -> datetime:
-    """Return the run's logical date (its ``run_after`` when the run has none), aware UTC.
-
-    :param context: the task context.
-    """
-    dag_run = context["dag_run"]
-    value = context.get("logical_date") or getattr(dag_run, "logical_date", None) or dag_run.run_after
+def _parse_night(night: Any, task_id: str) -> datetime:
+    if isinstance(night, datetime):
+        value = night
+    elif isinstance(night, date):
+        value = datetime(night.year, night.month, night.day)
+    else:
+        try:
+            value = datetime.fromisoformat(str(night).strip().replace("Z", "+00:00"))
+        except ValueError as err:
+            raise AirflowFailException(
+                f"{task_id}: night must be a date (YYYY-MM-DD) or an ISO 8601 datetime, got {night!r}; "
+                "nothing was stored"
+            ) from err
     if value.tzinfo is None:
         return value.replace(tzinfo=timezone.utc)
     return value.astimezone(timezone.utc)
+
+
+def run_night(night: Any, role: str, context: Context, task_id: str) -> datetime:
+    """Return the night a run is stored under (its logical date in the store), aware UTC.
+
+    The night comes from ``night`` when given (the DAG's ``night`` param), else from the run's
+    logical date.  Runs made by ``airflow dags trigger`` in Airflow 3 have no logical date: a
+    shadow run is then stored at its ``run_after`` (it feeds no baseline), a baseline run is
+    refused, since "now" would sort it after later nights.
+
+    :param night: the operator's ``night`` (a date, an ISO 8601 string, or ``None``/``""``).
+    :param role: the run's role (``baseline`` or ``shadow``).
+    :param context: the task context.
+    :param task_id: names the task in messages.
+    :raises AirflowFailException: ``night`` is not a date, or a baseline run has no night at all.
+    """
+    night = optional(night)
+    if night is not None:
+        return _parse_night(night, task_id)
+    dag_run = context["dag_run"]
+    value = context.get("logical_date") or getattr(dag_run, "logical_date", None)
+    if value is None:
+        if role == "baseline":
+            dag_id = getattr(context.get("ti"), "dag_id", None) or "<dag_id>"
+            raise AirflowFailException(
+                f"{task_id}: a baseline run needs its night, and this DAG run has no logical date (runs made by "
+                "`airflow dags trigger` have none) and no night was given. Pass the night as the DAG's night "
+                f"param: `airflow dags trigger {dag_id} --conf '{{\"night\": \"YYYY-MM-DD\"}}'` (the operator's "
+                f"night=\"{{{{ params.night }}}}\"), or give the run a logical date: `airflow dags trigger {dag_id} "
+                "--logical-date YYYY-MM-DDT00:00:00+00:00`. Nothing was stored"
+            )
+        value = dag_run.run_after
+    return _parse_night(value, task_id)

@@ -18,13 +18,28 @@ from airflow_metric_gate.operators._shared import (
     upstream_value,
 )
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, empty_verdict, evaluate
-from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, XCOM_MAX_BYTES, render_table, summary_line
+from airflow_metric_gate.verdict import (
+    DEFAULT_MAX_RESULTS,
+    DEFAULT_TABLE_ROWS,
+    XCOM_MAX_BYTES,
+    render_report,
+    show_command,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 #: How many failing coordinates the task's failure message spells out (the verdict has them all).
 MESSAGE_RESULTS = 3
+
+
+#: The line a shadow run's log starts with, before the verdict table.
+SHADOW_NOTE = (
+    "Shadow run: reported only, it neither fails this task nor builds history (a shadow run never feeds "
+    "the baseline of later nights; manual runs, `airflow dags test` included, are shadow). To make it a "
+    "baseline run, set the role param to baseline (role='baseline' on PersistValuesOperator) with the "
+    "night param or a logical date, or let the night run as a scheduled or backfill run."
+)
 
 
 def _describe(result: Mapping[str, Any]) -> str:
@@ -34,19 +49,29 @@ def _describe(result: Mapping[str, Any]) -> str:
     return f"{result['status']} {where}: {result.get('reason') or ''}".rstrip(": ")
 
 
+def _xcom_location(ti: Any) -> str:
+    map_index = getattr(ti, "map_index", -1)
+    return f"XCom return_value of task {ti.task_id} in DAG run {ti.run_id}" + (
+        f" (map index {map_index})" if map_index not in (None, -1) else ""
+    )
+
+
 class EvaluateGateOperator(BaseOperator):
     """Compare a stored run with its history, record the verdict, then pass or fail the task.
 
-    Order matters for on-call: the versioned verdict (status, counts, the failing and erroring
-    coordinates with their explanations; truncated with a count so it stays below 64 KiB) is
-    pushed to XCom first, then the task logs a readable table and one greppable line::
+    Order matters for on-call: the versioned verdict (status, counts, a summary per failing
+    declaration, the failing and erroring coordinates worst first with their explanations;
+    truncated with a count so it stays below 64 KiB) is pushed to XCom first, then the task logs
+    one summary line per failing declaration, one greppable line::
 
         metric-gate: <series> run <id>: TRUSTED|NOT-TRUSTED (<n> results, <f> fail, <e> error)
 
-    and only then, when an enforced FAIL or ERROR is present (``enforce=True``, or a declaration's
-    own ``enforce``, unless allowlisted), raises ``AirflowFailException`` (no retries) naming what
-    failed and where the full verdict is.  A shadow run (manual runs by default) is reported and
-    never fails the task.  Store outages raise a retryable error.
+    the table of the worst ``table_rows`` coordinates of each declaration, and where the full
+    verdict is; and only then, when an enforced FAIL or ERROR is present (``enforce=True``, or a
+    declaration's own ``enforce``, unless allowlisted), raises ``AirflowFailException`` (no retries) naming what
+    failed and where the full verdict is.  A shadow run (manual runs by default, ``airflow dags test``
+    included) is reported and never fails the task; its log says so in one line before everything
+    else, with how to make the run a baseline run.  Store outages raise a retryable error.
 
     :param run: what :class:`PersistValuesOperator` returned, or a store run id; ``None`` takes it
         from the only upstream task's XCom (templated).
@@ -58,6 +83,8 @@ class EvaluateGateOperator(BaseOperator):
     :param aggregate: the baseline reference, ``mean`` or ``median``.
     :param all_results: list every result in the verdict, not only FAIL and ERROR.
     :param max_results: at most this many results in the verdict (the rest are counted).
+    :param table_rows: at most this many rows per declaration in the logged table, worst first
+        (``None`` or 0: no limit); the verdict is not affected.
     :param kwargs: passed to :class:`~airflow.sdk.BaseOperator`.
     """
 
@@ -75,6 +102,7 @@ class EvaluateGateOperator(BaseOperator):
         aggregate: str = "mean",
         all_results: bool = False,
         max_results: int = DEFAULT_MAX_RESULTS,
+        table_rows: int | None = DEFAULT_TABLE_ROWS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -86,6 +114,7 @@ class EvaluateGateOperator(BaseOperator):
         self.aggregate = aggregate
         self.all_results = all_results
         self.max_results = max_results
+        self.table_rows = table_rows
 
     def _verdict(self, run: Mapping[str, Any] | str) -> dict[str, Any]:
         if isinstance(run, Mapping) and run.get("declarations") == 0:
@@ -121,15 +150,23 @@ class EvaluateGateOperator(BaseOperator):
         ti = context["ti"]
         ti.xcom_push(key="return_value", value=verdict)
 
-        summary = summary_line(verdict)
-        table = render_table(verdict)
-        if table.endswith(summary):  # the summary gets a log line of its own, to grep for
-            table = table[: -len(summary)].rstrip("\n")
-        self.log.info("Verdict:\n%s", table)
-        if verdict["trusted"]:
-            self.log.info("%s", summary)
-        else:
-            self.log.warning("%s", summary)
+        shadow = verdict["role"] == "shadow"
+        if shadow:
+            self.log.info("%s", SHADOW_NOTE)
+        report = render_report(
+            verdict,
+            table_rows=self.table_rows,
+            fails=not shadow,
+            where=(f"Full verdict: {_xcom_location(ti)}", f"Every result: {show_command(verdict)}"),
+        )
+        summary = report.grep_line
+        log = self.log.info if verdict["trusted"] else self.log.warning
+        for line in report.summary:  # first: what regressed, one line per failing declaration
+            log("%s", line)
+        log("%s", summary)  # a log line of its own, to grep for
+        self.log.info("Verdict:\n%s", report.table)
+        for line in report.where:
+            self.log.info("%s", line)
 
         if not verdict["blocking"]:
             return
@@ -143,7 +180,6 @@ class EvaluateGateOperator(BaseOperator):
             f"{summary}: {verdict['blocking']} enforced FAIL/ERROR result(s): "
             + "; ".join(shown)
             + (f"; and {more} more" if more > 0 else "")
-            + f". Full verdict: XCom return_value of task {ti.task_id} in DAG run {ti.run_id}"
-            + (f" (map index {ti.map_index})" if getattr(ti, "map_index", -1) not in (None, -1) else "")
+            + f". Full verdict: {_xcom_location(ti)}"
             + f"; store run {verdict['run_id']}."
         )

@@ -12,7 +12,7 @@ from airflow_metric_gate.operators._shared import (
     open_metric_store,
     optional,
     resolve_conn_id,
-    run_logical_date,
+    run_night,
     run_role,
     store_errors,
     upstream_value,
@@ -32,11 +32,15 @@ if TYPE_CHECKING:
 class PersistValuesOperator(BaseOperator):
     """Write the run and one row per selected (metric, step) to the metric store.
 
-    The store run id derives from the Airflow run (DAG id, run id, map index): a retry or a
-    cleared task replaces its own rows, never duplicates them, also under dynamic task mapping.
+    The store run id derives from the Airflow run (DAG id, run id, map index), this task's id and
+    the series identity: a retry or a cleared task replaces its own rows, never duplicates them,
+    also under dynamic task mapping, and two gate chains in one DAG run never share a store run.
     The run's role is ``baseline`` for scheduled (and backfill) runs and ``shadow`` for manual
     ones, unless ``role`` says otherwise; only trusted baseline runs feed future baselines.
     The run is stored as ``pending``; :class:`EvaluateGateOperator` marks it trusted or not.
+    Its night (the logical date that orders history) is ``night`` when given, else the DAG run's
+    logical date; a baseline run with neither (``airflow dags trigger`` makes runs without a
+    logical date) is refused without retry and stores nothing.
 
     The task's return value identifies the stored run for the next task::
 
@@ -50,6 +54,8 @@ class PersistValuesOperator(BaseOperator):
     :param backend: the hardware, default ``cuda`` (templated).
     :param suite: the schedule or cluster, e.g. ``nightly-8xh100`` (templated).
     :param role: ``baseline``, ``shadow``, or ``auto`` (default) for the DAG run type's role (templated).
+    :param night: the night this run gates, ``YYYY-MM-DD`` or an ISO 8601 datetime (UTC when naive);
+        empty or ``None`` takes the DAG run's logical date, e.g. ``"{{ params.night }}"`` (templated).
     :param conn_id: the Airflow connection of the metric store (type ``postgres``); ``None`` uses
         the ``[metric_gate] conn_id`` option, default ``metric_gate_db`` (templated).
     :param commit_sha: the trained code's commit, kept as provenance (templated).
@@ -64,6 +70,7 @@ class PersistValuesOperator(BaseOperator):
         "backend",
         "suite",
         "role",
+        "night",
         "conn_id",
         "commit_sha",
         "training_job_id",
@@ -79,6 +86,7 @@ class PersistValuesOperator(BaseOperator):
         backend: str = "cuda",
         suite: str = "default",
         role: str = "auto",
+        night: Any = None,
         conn_id: str | None = None,
         commit_sha: str | None = None,
         training_job_id: str | None = None,
@@ -91,6 +99,7 @@ class PersistValuesOperator(BaseOperator):
         self.backend = backend
         self.suite = suite
         self.role = role
+        self.night = night
         self.conn_id = conn_id
         self.commit_sha = commit_sha
         self.training_job_id = training_job_id
@@ -107,7 +116,7 @@ class PersistValuesOperator(BaseOperator):
                 raise AirflowFailException(f"{name} must be a non-empty string, got {value!r}")
         return SeriesIdentity(**values)
 
-    def _run(self, context: Context) -> RunInfo:
+    def _run(self, context: Context, identity: SeriesIdentity) -> RunInfo:
         ti = context["ti"]
         map_index = getattr(ti, "map_index", -1)
         map_index = -1 if map_index is None else map_index
@@ -124,10 +133,11 @@ class PersistValuesOperator(BaseOperator):
         for key in ("commit_sha", "training_job_id"):
             if optional(getattr(self, key)) is not None:
                 provenance[key] = str(getattr(self, key))
+        role = run_role(self.role, context)
         return RunInfo(
-            run_id=airflow_store_run_id(ti.dag_id, ti.run_id, map_index),
-            role=run_role(self.role, context),
-            logical_date=run_logical_date(context),
+            run_id=airflow_store_run_id(ti.dag_id, ti.run_id, map_index, task_id=ti.task_id, identity=identity),
+            role=role,
+            logical_date=run_night(self.night, role, context, self.task_id),
             provenance=provenance,
         )
 
@@ -142,7 +152,7 @@ class PersistValuesOperator(BaseOperator):
         except (ValueError, KeyError, TypeError) as err:
             raise AirflowFailException(f"{self.task_id}: selection is not usable: {err}") from err
         identity = self._identity()
-        run = self._run(context)
+        run = self._run(context, identity)
         self.log.info(
             "Storing run %s of series %s (%s, %s) as %s, logical date %s",
             run.run_id,

@@ -37,6 +37,34 @@ class CountsSchema(Schema):
     ERROR = fields.Integer(required=True)
 
 
+class WorstSchema(Schema):
+    """The FAIL of a declaration that lies farthest outside its band."""
+
+    step = fields.Integer(required=True, allow_none=True)
+    at_step = fields.Integer(required=True, allow_none=True)
+    current = fields.Float(required=True)
+    ref = fields.Float(required=True)
+    lo = fields.Float(required=True)
+    hi = fields.Float(required=True)
+    side = fields.String(required=True, validate=validate.OneOf(["above", "below"]))
+    bound = fields.String(required=True, validate=validate.OneOf(["rel", "abs_floor"]))
+    distance = fields.Float(required=True, validate=validate.Range(min=0))
+
+
+class SummarySchema(Schema):
+    """One declaration with any FAIL or ERROR."""
+
+    metric_key = fields.String(required=True)
+    steps_key = fields.String(required=True)
+    constraint_key = fields.String(required=True)
+    counts = fields.Nested(CountsSchema, required=True)
+    first_failing_step = fields.Integer(required=True, allow_none=True)
+    last_failing_step = fields.Integer(required=True, allow_none=True)
+    side = fields.String(required=True, allow_none=True, validate=validate.OneOf(["above", "below", "both"]))
+    worst = fields.Nested(WorstSchema, required=True, allow_none=True)
+    error = fields.String(required=True, allow_none=True)
+
+
 class VerdictSchema(Schema):
     """The versioned verdict; v1 only ever gains fields."""
 
@@ -51,5 +79,6 @@ class VerdictSchema(Schema):
     enforced = fields.Boolean(required=True)
     blocking = fields.Integer(load_default=0)
     counts = fields.Nested(CountsSchema, required=True)
+    summary = fields.List(fields.Nested(SummarySchema), load_default=list)
     results = fields.List(fields.Nested(ResultSchema), required=True)
     truncated = fields.Integer(required=True, validate=validate.Range(min=0))

@@ -72,6 +72,20 @@ class ValueRow:
     at_step: int | None
 
 
+@dataclass(frozen=True)
+class MarkedRun:
+    """A run matched by a mark: as it was before, and what it is now."""
+
+    run: RunRow
+    status: str
+    reason: str | None
+
+    @property
+    def changed(self) -> bool:
+        """Whether the run's status changed."""
+        return self.run.status != self.status
+
+
 def utc(dt: datetime) -> datetime:
     """Return ``dt`` as an aware UTC datetime (naive datetimes are taken as UTC)."""
     if dt.tzinfo is None:
@@ -275,12 +289,15 @@ class MetricStore:
     def write_run(self, run: RunRow, values: Sequence[ValueRow]) -> int:
         """Write a run and all its values atomically, replacing whatever that run id held.
 
-        Non-finite values are refused before any statement runs.
+        Non-finite values are refused before any statement runs.  A run id belongs to one series
+        identity (series, backend, suite): writing another identity under it is refused, and the
+        stored run is left as it was.
 
         :param run: the run row (its status is written as given, normally ``pending``).
         :param values: the run's coordinates and values.
         :return: the number of ``metric_values`` rows written.
-        :raises StoreInputError: on a non-finite value, unknown role or status.
+        :raises StoreInputError: on a non-finite value, unknown role or status, or a run id that
+            belongs to another series identity.
         """
         if run.role not in ROLES:
             raise StoreInputError(f"role must be one of {', '.join(ROLES)}, got {run.role!r}")
@@ -316,12 +333,22 @@ class MetricStore:
                 "provenance", "declarations", "selection_errors", "status_reason", "rebaseline",
             )
         )
+        # A run id names the run of one series identity: a write for another identity changes nothing.
         upsert = (
             f"INSERT INTO runs ({names}) VALUES ({', '.join(['%s'] * len(params))}) "
-            f"ON CONFLICT (run_id) DO UPDATE SET {updates}"
+            f"ON CONFLICT (run_id) DO UPDATE SET {updates} "
+            "WHERE runs.series = excluded.series AND runs.backend = excluded.backend AND runs.suite = excluded.suite"
         )
         with self._transaction() as cur:
             self._execute(cur, upsert, params)
+            if cur.rowcount == 0:
+                self._execute(cur, "SELECT series, backend, suite FROM runs WHERE run_id = %s", (run.run_id,))
+                series, backend, suite = cur.fetchone()
+                raise StoreInputError(
+                    f"store run id {run.run_id!r} already belongs to series {series!r} (backend {backend!r}, "
+                    f"suite {suite!r}); refusing to store series {run.series!r} (backend {run.backend!r}, "
+                    f"suite {run.suite!r}) under it: give this run an id of its own; nothing was stored"
+                )
             self._execute(cur, "DELETE FROM metric_values WHERE run_id = %s", (run.run_id,))
             if rows:
                 self._bulk_insert_values(cur, rows)
@@ -344,31 +371,92 @@ class MetricStore:
             )
 
     _MARK_BY = {"run_id": "run_id", "airflow_run_id": "airflow_run_id", "commit": "commit_sha"}
+    #: Appended to the SELECT that picks the runs to mark, so they stay as read until marked.
+    _lock_rows = ""
 
-    def mark(self, status: str, *, by: str, key: str, reason: str | None = None) -> int:
-        """Mark runs trusted or untrusted by store run id, Airflow run id or commit sha.
+    def _match(
+        self, by: str, key: str, dag_id: str | None, series: str | None, backend: str | None, suite: str | None
+    ) -> tuple[str, list[Any]]:
+        """Return the WHERE clause and parameters that pick the runs to mark or find."""
+        column = self._MARK_BY.get(by)
+        if column is None:
+            raise StoreInputError(f"mark by one of {', '.join(self._MARK_BY)}, not {by!r}")
+        if by == "airflow_run_id" and not dag_id:
+            raise StoreInputError(
+                "an Airflow run id is unique only inside one DAG (every DAG has its scheduled__<date> runs): "
+                "give the dag_id too"
+            )
+        where = [f"{column} = %s"]
+        params: list[Any] = [key]
+        for name, value in (("dag_id", dag_id), ("series", series), ("backend", backend), ("suite", suite)):
+            if value is not None:
+                where.append(f"{name} = %s")
+                params.append(value)
+        return " AND ".join(where), params
 
-        Idempotent: runs already in that status are not counted.
+    def mark_runs(
+        self,
+        status: str,
+        *,
+        by: str,
+        key: str,
+        reason: str | None = None,
+        dag_id: str | None = None,
+        series: str | None = None,
+        backend: str | None = None,
+        suite: str | None = None,
+    ) -> list[MarkedRun]:
+        """Mark runs trusted or untrusted by store run id, Airflow run id or commit sha; say what changed.
+
+        Idempotent: a run already in that status keeps it.  A ``reason`` is always recorded, also on
+        a run whose status does not change; without one, a run that changes status gets
+        ``marked <status> by hand`` and a run that does not is left untouched.
+
+        :param status: ``trusted`` or ``untrusted``.
+        :param by: ``run_id``, ``airflow_run_id`` (needs ``dag_id``: Airflow run ids repeat across
+            DAGs) or ``commit``.
+        :param key: the value to match.
+        :param reason: a note kept in ``runs.status_reason``.
+        :param dag_id: only runs of this DAG.
+        :param series: only runs of this series.
+        :param backend: only runs of this backend.
+        :param suite: only runs of this suite.
+        :return: every matching run, as it was, with its new status; empty when nothing matched.
+        :raises StoreInputError: on an unknown status or ``by``, or an Airflow run id without ``dag_id``.
+        """
+        if status not in ("trusted", "untrusted"):
+            raise StoreInputError(f"can only mark runs trusted or untrusted, not {status!r}")
+        where, params = self._match(by, key, dag_id, series, backend, suite)
+        marked: list[MarkedRun] = []
+        with self._transaction() as cur:
+            self._execute(
+                cur, f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY logical_date, run_id{self._lock_rows}",
+                params,
+            )
+            now = self._ts(datetime.now(timezone.utc))
+            for run in [self._run_from_row(r) for r in cur.fetchall()]:
+                changed = run.status != status
+                note = reason if reason is not None else (f"marked {status} by hand" if changed else None)
+                if changed or (note is not None and note != run.status_reason):
+                    self._execute(
+                        cur,
+                        "UPDATE runs SET status = %s, status_reason = %s, updated_at = %s WHERE run_id = %s",
+                        (status, note, now, run.run_id),
+                    )
+                marked.append(MarkedRun(run, status, note if note is not None else run.status_reason))
+        return marked
+
+    def mark(self, status: str, *, by: str, key: str, reason: str | None = None, **scope: str | None) -> int:
+        """Mark runs trusted or untrusted (see :meth:`mark_runs`); return how many changed status.
 
         :param status: ``trusted`` or ``untrusted``.
         :param by: ``run_id``, ``airflow_run_id`` or ``commit``.
         :param key: the value to match.
         :param reason: a note kept in ``runs.status_reason``.
-        :return: how many runs changed.
+        :param scope: ``dag_id``, ``series``, ``backend``, ``suite`` (see :meth:`mark_runs`).
+        :return: how many runs changed status.
         """
-        if status not in ("trusted", "untrusted"):
-            raise StoreInputError(f"can only mark runs trusted or untrusted, not {status!r}")
-        column = self._MARK_BY.get(by)
-        if column is None:
-            raise StoreInputError(f"mark by one of {', '.join(self._MARK_BY)}, not {by!r}")
-        with self._transaction() as cur:
-            self._execute(
-                cur,
-                f"UPDATE runs SET status = %s, status_reason = %s, updated_at = %s "
-                f"WHERE {column} = %s AND status <> %s",
-                (status, reason or f"marked {status} by hand", self._ts(datetime.now(timezone.utc)), key, status),
-            )
-            return cur.rowcount
+        return sum(m.changed for m in self.mark_runs(status, by=by, key=key, reason=reason, **scope))
 
     def mark_rebaseline(self, run_id: str, on: bool = True) -> int:
         """Start (or stop) a fresh baseline at a run: later runs of its series ignore older history.
@@ -405,17 +493,28 @@ class MetricStore:
             row = cur.fetchone()
         return None if row is None else self._run_from_row(row)
 
-    def find_runs(self, *, by: str, key: str) -> list[RunRow]:
+    def find_runs(
+        self,
+        *,
+        by: str,
+        key: str,
+        dag_id: str | None = None,
+        series: str | None = None,
+        backend: str | None = None,
+        suite: str | None = None,
+    ) -> list[RunRow]:
         """Return the runs whose store run id, Airflow run id or commit sha is ``key``.
 
-        :param by: ``run_id``, ``airflow_run_id`` or ``commit``.
+        :param by: ``run_id``, ``airflow_run_id`` (needs ``dag_id``) or ``commit``.
         :param key: the value to match.
+        :param dag_id: only runs of this DAG.
+        :param series: only runs of this series.
+        :param backend: only runs of this backend.
+        :param suite: only runs of this suite.
         """
-        column = self._MARK_BY[by]
+        where, params = self._match(by, key, dag_id, series, backend, suite)
         with self._transaction() as cur:
-            self._execute(
-                cur, f"SELECT {_RUN_COLUMNS} FROM runs WHERE {column} = %s ORDER BY logical_date, run_id", (key,)
-            )
+            self._execute(cur, f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY logical_date, run_id", params)
             return [self._run_from_row(r) for r in cur.fetchall()]
 
     def list_runs(self, *, series: str | None = None, limit: int = 50) -> list[RunRow]:

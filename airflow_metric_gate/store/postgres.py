@@ -80,6 +80,7 @@ class PostgresStore(MetricStore):
     """
 
     dialect = "postgres"
+    _lock_rows = " FOR UPDATE"
     outage_errors = _outage_errors()
     driver_errors = _driver_errors()
 

@@ -72,7 +72,9 @@ def _test(options: dict[str, Any]) -> dict[str, Any]:
     if dag is None:
         return {"error": f"no DAG {options['dag_id']!r} in {options['dag_file']}", "dags": sorted(bag.dags)}
     kwargs: dict[str, Any] = {"run_conf": options.get("conf")}
-    if options.get("logical_date"):
+    if options.get("logical_date") == "none":  # a run without a logical date, as `airflow dags trigger` makes
+        kwargs["logical_date"] = None
+    elif options.get("logical_date"):
         kwargs["logical_date"] = datetime.fromisoformat(options["logical_date"])
     dag_run = dag.test(**kwargs)
     return _report(dag.dag_id, dag_run.run_id)

@@ -179,7 +179,8 @@ class AirflowEnv:
         :param dag_file: the file defining it, inside one of the two bundle folders; default
             ``<dags folder>/<dag_id>.py``.
         :param conf: the run's ``conf`` (DAG params).
-        :param logical_date: ISO 8601 logical date; default now.
+        :param logical_date: ISO 8601 logical date; default now; ``"none"`` for a run without one
+            (what ``airflow dags trigger`` makes in Airflow 3).
         :param timeout: seconds before the test fails.
         :param on_line: called with every output line as it arrives.
         :param env: variables added to the environment for this run only.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -24,3 +25,20 @@ def test_demo_builds_history_then_fails_the_regressed_night(tmp_path):
     assert (tmp_path / "metric_gate.db").exists()
     assert f"metric-gate history rollout/raw_reward --series demo-rl --store sqlite:///{tmp_path}" in out
     assert "TRUSTED (121 results, 0 fail, 0 error)\n" in out  # the per-night summary line, nothing after it
+
+
+    # The regressed night's evaluate_gate log opens with one summary line per failing declaration.
+    log = (tmp_path / "logs" / "2026-11-03.log").read_text()
+    task = log[log.index("starting task_id=evaluate_gate"):]
+    ours = [line for line in task.splitlines() if "operators.evaluate" in line]
+    assert "REGRESSED train/grad_norm (steps \"all\"): 15 of 40 steps FAIL, steps 25..39, above band" in ours[0]
+    assert "REGRESSED rollout/raw_reward (steps \"all\"): 30 of 40 steps FAIL, steps 10..39, below band" in ours[1]
+    grep_line = re.search(r"metric-gate: demo-rl run \S+: NOT-TRUSTED \(121 results, 45 fail, 0 error\)", ours[2])
+    assert grep_line
+    assert task.count("FAIL    rollout/raw_reward") == 5 and task.count("FAIL    train/grad_norm") == 5  # no wall
+    assert "... 25 more result(s) of rollout/raw_reward not shown" in task
+    assert "Every result: metric-gate show " in task
+    # The demo's own rebuilt verdict (what metric-gate show prints) agrees with the task's counts.
+    night_line = grep_line.group(0).removeprefix("metric-gate: ")
+    assert out.count(night_line) == 2  # the demo's per-night line, and the verdict it rebuilt from the store
+    assert out.index("REGRESSED train/grad_norm") < out.index(grep_line.group(0))

@@ -196,6 +196,10 @@ def test_manual_run_is_shadow_and_reports_without_failing(airflow_env, nights, t
     assert "NOT-TRUSTED" in result.output
     assert "Shadow run" in result.output
     assert store.run(verdict["run_id"])["role"] == "shadow"
+    # said before the table, in one line: neither fails nor builds history, and how to make it a baseline
+    note = result.output.index("Shadow run: reported only, it neither fails this task nor builds history")
+    assert note < result.output.index("metric-gate verdict for series")
+    assert "fails the gate" not in result.output
 
 
 def test_missing_metric_is_an_error_result_not_a_crash(airflow_env, nights, tmp_path):

@@ -262,3 +262,68 @@ def test_rebaseline_starts_a_fresh_history(capsys, tmp_path, store_url):
     assert {r["n"] for r in json.loads(out)["results"]} == {2}
     code, _, err = _run(capsys, "rebaseline", "--run-id", "nope", "--store", store_url)
     assert code == 2 and "no run 'nope'" in err
+
+
+def _regressed_record(path, steps=120):
+    """The reward collapses from step 40 (80 of 120 steps fail), worst at step 100; grad_norm stays."""
+    reward = [0.8 if s < 40 else (0.2 if s == 100 else 0.5) for s in range(steps)]
+    lines = [
+        {"metric": "rollout/raw_reward", "series": [[s, r] for s, r in enumerate(reward)]},
+        {"metric": "train/grad_norm", "series": [[s, 1.0] for s in range(steps)]},
+    ]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return str(path)
+
+
+def _long_nights(capsys, tmp_path, store_url, *extra):
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(GATES_YAML)
+    for day in (1, 2):
+        record = tmp_path / f"clean{day}.jsonl"
+        record.write_text("".join(json.dumps(x) + "\n" for x in (
+            {"metric": "rollout/raw_reward", "series": [[s, 0.8] for s in range(120)]},
+            {"metric": "train/grad_norm", "series": [[s, 1.0] for s in range(120)]},
+        )))
+        code, _, err = _run(capsys, "run", record, "--gates", gates, "--series", "rl", "--store", store_url,
+                            "--run-id", f"night-{day}", "--logical-date", f"2026-11-0{day}")
+        assert code == 0, err
+    return _run(capsys, "run", _regressed_record(tmp_path / "regressed.jsonl"), "--gates", gates, "--series", "rl",
+                "--store", store_url, "--run-id", "night-3", "--logical-date", "2026-11-03", *extra)
+
+
+def test_regressed_night_prints_one_summary_line_first_and_a_capped_table(capsys, tmp_path, store_url):
+    code, out, _ = _long_nights(capsys, tmp_path, store_url)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == ('REGRESSED rollout/raw_reward (steps "all"): 80 of 120 steps FAIL, steps 40..119, '
+                        "below band, worst step 100: 0.2 vs baseline 0.8 (-75%; band 0.64..0.96)")
+    assert lines[1] == "metric-gate: rl run night-3: NOT-TRUSTED (240 results, 80 fail, 0 error)"
+    assert sum(1 for line in lines if line.startswith("FAIL    rollout/raw_reward")) == 5
+    assert "... 75 more result(s) of rollout/raw_reward not shown" in lines
+    assert lines[-1].startswith("Every result: metric-gate show night-3 --all --max-results 240 (same --store)")
+
+    _, out, _ = _run(capsys, "show", "night-3", "--store", store_url, "--table-rows", "1")
+    assert sum(1 for line in out.splitlines() if line.startswith("FAIL    rollout/raw_reward")) == 1
+    assert "... 79 more result(s) of rollout/raw_reward not shown" in out
+    _, out, _ = _run(capsys, "show", "night-3", "--store", store_url, "--all")  # 200 of 240 results
+    assert "40 result(s) left out of the verdict itself" in out
+    assert "Every result: metric-gate show night-3 --all --max-results 240" in out
+    _, out, _ = _run(capsys, "show", "night-3", "--store", store_url, "--all", "--max-results", "240")
+    assert sum(1 for line in out.splitlines() if line.startswith("FAIL    rollout/raw_reward")) == 80
+    assert sum(1 for line in out.splitlines() if line.startswith("PASS    train/grad_norm")) == 120
+    assert "left out" not in out and "not shown" not in out and "Every result" not in out
+
+
+def test_show_rebuilds_every_count_of_the_run_verdict(capsys, tmp_path, store_url):
+    code, out, _ = _long_nights(capsys, tmp_path, store_url, "--json", "--max-results", "7")
+    given = json.loads(out)
+    VerdictSchema().load(given)
+    assert given["truncated"] == 73
+    code, out, _ = _run(capsys, "show", "night-3", "--json", "--store", store_url, "--max-results", "7")
+    assert code == 0
+    shown = json.loads(out)
+    assert shown["counts"] == given["counts"] == {"PASS": 160, "FAIL": 80, "INACTIVE": 0, "ERROR": 0}
+    assert shown["summary"] == given["summary"]
+    (entry,) = shown["summary"]
+    assert entry["counts"] == {"PASS": 40, "FAIL": 80, "INACTIVE": 0, "ERROR": 0}
+    assert shown["results"] == given["results"] and shown["truncated"] == given["truncated"]

@@ -107,11 +107,11 @@ def test_baselines_match_coordinate_exactly(store):
 
 
 def test_mark_untrusted_and_trusted_are_idempotent(store):
-    store.write_run(_run("r1", 0, commit_sha="abc", airflow_run_id="scheduled__x"), _values(1.0))
+    store.write_run(_run("r1", 0, commit_sha="abc", airflow_run_id="scheduled__x", dag_id="d"), _values(1.0))
     store.write_run(_run("r2", 1, commit_sha="abc"), _values(1.0))
     assert store.mark("untrusted", by="commit", key="abc") == 2
     assert store.mark("untrusted", by="commit", key="abc") == 0
-    assert store.mark("trusted", by="airflow_run_id", key="scheduled__x") == 1
+    assert store.mark("trusted", by="airflow_run_id", key="scheduled__x", dag_id="d") == 1
     assert store.mark("trusted", by="run_id", key="r1") == 0
     assert store.get_run("r1").status == "trusted"
     assert store.get_run("r2").status == "untrusted"

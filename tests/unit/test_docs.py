@@ -193,7 +193,13 @@ def test_store_url_settings_are_documented() -> None:
 
 
 def test_every_verdict_field_is_documented() -> None:
-    from airflow_metric_gate.schemas.verdict import CountsSchema, ResultSchema, VerdictSchema
+    from airflow_metric_gate.schemas.verdict import (
+        CountsSchema,
+        ResultSchema,
+        SummarySchema,
+        VerdictSchema,
+        WorstSchema,
+    )
     from airflow_metric_gate.verdict import VERDICT_SCHEMA
 
     page = _read(DOCS / "verdict.md")
@@ -206,6 +212,11 @@ def test_every_verdict_field_is_documented() -> None:
         assert name in result, f"result field {name!r} is not in the result fields table"
     for name in CountsSchema().fields:
         assert f"`{name}`" in sections["Top-level fields"], f"counts key {name!r} is not documented"
+    summary = sections["Summary fields"]
+    for name in SummarySchema().fields:
+        assert name in _table_row_names(summary), f"summary field {name!r} is not in the summary fields table"
+    for name in WorstSchema().fields:
+        assert f"`{name}`" in summary, f"summary worst field {name!r} is not documented"
     assert VERDICT_SCHEMA in page
     assert "metric-gate: <series> run <run_id>: TRUSTED|NOT-TRUSTED" in page
 

@@ -27,10 +27,12 @@ def db(tmp_path, monkeypatch):
     return path
 
 
-def _night(night: int, reward: float, *, run_type: str = "scheduled", steps: int = 3, enforce: bool = False):
-    """Persist one night's selection; return its context and what persist returned."""
+def _night(night: int, reward: float | list[float], *, run_type: str = "scheduled", steps: int = 3,
+           enforce: bool = False):
+    """Persist one night's selection (one reward, or one per step); return its context and what persist returned."""
     declaration = declare("rollout/raw_reward", steps="all", constraint=CONSTRAINT, enforce=enforce)
-    selection = Selection(declaration, points=[(s, reward, s) for s in range(steps)])
+    rewards = reward if isinstance(reward, list) else [reward] * steps
+    selection = Selection(declaration, points=[(s, r, s) for s, r in enumerate(rewards)])
     ctx = context(
         run_type=run_type,
         logical_date=FIRST_NIGHT + timedelta(days=night),
@@ -170,3 +172,70 @@ def test_store_outage_is_retryable(monkeypatch):
     with pytest.raises(AirflowException) as err:
         EvaluateGateOperator(task_id="evaluate_gate", run="af-x").execute(context())
     assert not isinstance(err.value, AirflowFailException)
+
+
+def _regressed_rewards() -> list[float]:
+    """120 steps; from step 40 on the reward collapses (80 failing steps), worst at step 100."""
+    return [0.8 if s < 40 else (0.2 if s == 100 else 0.5) for s in range(120)]
+
+
+def test_regressed_night_log_starts_with_the_summary_then_a_capped_table(db, capsys):
+    _history(steps=120)
+    capsys.readouterr()
+    ctx, persisted = _night(3, _regressed_rewards())
+    with pytest.raises(AirflowFailException):
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
+
+    verdict = ctx["ti"].pushed["return_value"]
+    lines = [line for line in _output(capsys).splitlines() if line.strip()]
+    first = next(i for i, line in enumerate(lines) if "rollout/raw_reward" in line or "metric-gate" in line)
+    assert (
+        'REGRESSED rollout/raw_reward (steps "all"): 80 of 120 steps FAIL, steps 40..119, below band, '
+        "worst step 100: 0.2 vs baseline 0.8 (-75%; band 0.64..1.2)"
+    ) in lines[first]
+    grep_line = f"metric-gate: rl-7b run {persisted['run_id']}: NOT-TRUSTED (120 results, 80 fail, 0 error)"
+    assert grep_line in lines[first + 1]
+    rest = lines[first + 2:]
+    rows = [line for line in rest if "FAIL    rollout/raw_reward" in line]
+    assert len(rows) == 5  # the 80-row wall is gone
+    assert rows[0].split("FAIL    rollout/raw_reward")[1].split()[0] == "100"  # worst first
+    assert any("... 75 more result(s) of rollout/raw_reward not shown" in line for line in rest)
+    where = [line for line in rest if "Full verdict:" in line or "Every result:" in line]
+    assert "Full verdict: XCom return_value of task task in DAG run scheduled__night3" in where[0]
+    assert f"Every result: metric-gate show {persisted['run_id']} --all" in where[1]
+    assert verdict["summary"][0]["counts"] == {"PASS": 40, "FAIL": 80, "INACTIVE": 0, "ERROR": 0}
+
+
+def test_table_rows_sets_the_cap_of_the_logged_table(db, capsys):
+    _history(steps=120)
+    capsys.readouterr()
+    ctx, persisted = _night(3, _regressed_rewards())
+    EvaluateGateOperator(task_id="evaluate_gate", run=persisted, table_rows=2).execute(ctx)
+    out = _output(capsys)
+    assert out.count("FAIL    rollout/raw_reward") == 2
+    assert "... 78 more result(s) of rollout/raw_reward not shown" in out
+    assert len(ctx["ti"].pushed["return_value"]["results"]) == 80  # the verdict is not capped by table_rows
+
+
+def test_show_rebuilds_the_counts_of_the_xcom_verdict(db, capsys):
+    """The verdict in XCom, truncated by max_results, and `metric-gate show` agree on every count."""
+    from airflow_metric_gate.cli import main
+
+    _history(steps=120)
+    ctx, persisted = _night(3, _regressed_rewards())
+    EvaluateGateOperator(task_id="evaluate_gate", run=persisted, max_results=10).execute(ctx)
+    pushed = ctx["ti"].pushed["return_value"]
+    assert pushed["truncated"] == 70
+    capsys.readouterr()
+
+    assert main(["show", persisted["run_id"], "--json", "--store", f"sqlite:///{db}"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["counts"] == pushed["counts"] == {"PASS": 40, "FAIL": 80, "INACTIVE": 0, "ERROR": 0}
+    assert shown["summary"] == pushed["summary"]
+    assert shown["results"][:10] == pushed["results"]
+    assert len(shown["results"]) + shown["truncated"] == 80
+
+    assert main(["show", persisted["run_id"], "--store", f"sqlite:///{db}"]) == 0
+    human = capsys.readouterr().out
+    assert human.startswith('REGRESSED rollout/raw_reward (steps "all"): 80 of 120 steps FAIL')
+    assert "NOT-TRUSTED (120 results, 80 fail, 0 error)" in human

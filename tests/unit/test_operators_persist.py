@@ -12,7 +12,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.declarations import declare
 from airflow_metric_gate.operators.persist import PersistValuesOperator
-from airflow_metric_gate.pipeline import airflow_store_run_id, selection_to_payload
+from airflow_metric_gate.pipeline import SeriesIdentity, airflow_store_run_id, selection_to_payload
 from airflow_metric_gate.selection import Selection
 
 CONSTRAINT = {"rel_up": 0.5, "rel_down": 0.5}
@@ -41,13 +41,15 @@ def _query(db, sql, *params):
 
 def _persist(**kwargs) -> PersistValuesOperator:
     kwargs.setdefault("selection", _payload())
-    return PersistValuesOperator(task_id="persist_values", series="rl-7b", suite="nightly-8xh100", **kwargs)
+    kwargs.setdefault("series", "rl-7b")
+    return PersistValuesOperator(task_id="persist_values", suite="nightly-8xh100", **kwargs)
 
 
 def test_writes_run_and_values_and_returns_compact_identity(db):
     result = _persist().execute(context(dag_id="nightly", run_id="scheduled__2026-11-30"))
 
-    run_id = airflow_store_run_id("nightly", "scheduled__2026-11-30", -1)
+    identity = SeriesIdentity("rl-7b", "cuda", "nightly-8xh100")
+    run_id = airflow_store_run_id("nightly", "scheduled__2026-11-30", -1, task_id="task", identity=identity)
     assert result == {
         "run_id": run_id,
         "rows": 3,
@@ -93,6 +95,22 @@ def test_mapped_task_instances_are_distinct_runs(db):
     assert first["run_id"] != second["run_id"] == again["run_id"]
     assert _query(db, "SELECT COUNT(*) FROM runs") == [(2,)]
     assert _query(db, "SELECT COUNT(*) FROM metric_values") == [(6,)]
+
+
+def test_two_chains_in_one_dag_run_are_distinct_runs(db):
+    seven = _persist().execute(context(task_id="persist_7b"))
+    seventy = PersistValuesOperator(task_id="persist_70b", series="rl-70b", selection=_payload((5.0,))).execute(
+        context(task_id="persist_70b")
+    )
+    same_task_other_series = _persist(series="rl-1b").execute(context(task_id="persist_7b"))
+
+    assert len({seven["run_id"], seventy["run_id"], same_task_other_series["run_id"]}) == 3
+    rows = _query(db, "SELECT series, COUNT(*) FROM runs JOIN metric_values USING (run_id) GROUP BY series")
+    assert sorted(rows) == [
+        ("rl-1b", 3),
+        ("rl-70b", 1),
+        ("rl-7b", 3),
+    ]
 
 
 @pytest.mark.parametrize(
