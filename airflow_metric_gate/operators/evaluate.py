@@ -37,7 +37,7 @@ MESSAGE_RESULTS = 3
 #: How long a night waits for earlier nights of its history window to be judged (a backfill).
 DEFAULT_WAIT_TIMEOUT = timedelta(hours=6)
 #: Seconds between two checks while waiting (the task is deferred in between: no worker slot held).
-DEFAULT_POLL_INTERVAL = 60.0
+DEFAULT_POLL_INTERVAL = 15.0
 
 
 #: The line a shadow run's log starts with, before the verdict table.
@@ -100,7 +100,7 @@ class EvaluateGateOperator(BaseOperator):
         (``None`` or 0: no limit); the verdict is not affected.
     :param wait_timeout: how long to wait for earlier nights to be judged: a ``timedelta`` or seconds
         (default 6 hours; templated).
-    :param poll_interval: seconds between two checks while waiting (default 60).
+    :param poll_interval: seconds between two checks while waiting (default 15).
     :param kwargs: passed to :class:`~airflow.sdk.BaseOperator`.
     """
 
