@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES
-
-#: A FAIL's distance divides by ``max(|ref|, DISTANCE_TINY)`` (as the verdict's summary does).
-DISTANCE_TINY = 1e-12
+from airflow_metric_gate.verdict import band_distance
 
 #: How the runs of a series are drawn: one kind per point.
 KIND_TONIGHT = "tonight"
@@ -24,24 +21,6 @@ KIND_TRUSTED = "trusted"
 KIND_UNTRUSTED = "untrusted"
 KIND_PENDING = "pending"
 KIND_SHADOW = "shadow"
-
-
-def band_distance(current: float, ref: float, lo: float, hi: float) -> float:
-    """Return how far a value lies outside its band, relative to the baseline reference (0 inside).
-
-    :param current: the value.
-    :param ref: the baseline reference.
-    :param lo: the band's lower end.
-    :param hi: the band's upper end.
-    """
-    scale = max(abs(ref), DISTANCE_TINY)
-    if current > hi:
-        distance = (current - hi) / scale
-    elif current < lo:
-        distance = (lo - current) / scale
-    else:
-        distance = 0.0
-    return min(distance, sys.float_info.max)
 
 
 def _declaration_key(result: Mapping) -> tuple[str, str, str]:
