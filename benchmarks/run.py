@@ -23,13 +23,12 @@ import sys
 import tempfile
 import time
 import tracemalloc
-import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg2
+from _common import fresh_database
 
 from airflow_metric_gate.declarations import declare
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, select
@@ -387,20 +386,7 @@ def bench_dag(scale: dict, workdir: Path) -> dict:
 
 
 def _fresh_database(admin_url: str) -> tuple[str, Callable[[], None]]:
-    name = f"metric_gate_bench_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(admin_url)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    parts = urlsplit(admin_url)
-    url = urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
-
-    def drop() -> None:
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-    return url, drop
+    return fresh_database(admin_url, "metric_gate_bench")
 
 
 def judge(figures: dict) -> list[tuple[str, float, str, str]]:

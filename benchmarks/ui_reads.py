@@ -29,13 +29,12 @@ import os
 import re
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg2
+from _common import fresh_database
 
 from airflow_metric_gate.store.postgres import PostgresStore
 
@@ -62,20 +61,7 @@ def best_of(repeat: int, fn: Callable[[], object]) -> float:
 
 
 def _fresh_database(admin_url: str) -> tuple[str, Callable[[], None]]:
-    name = f"metric_gate_bench_ui_{uuid.uuid4().hex[:10]}"
-    admin = psycopg2.connect(admin_url)
-    admin.autocommit = True
-    with admin.cursor() as cur:
-        cur.execute(f'CREATE DATABASE "{name}"')
-    parts = urlsplit(admin_url)
-    url = urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
-
-    def drop() -> None:
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-    return url, drop
+    return fresh_database(admin_url, "metric_gate_bench_ui")
 
 
 def build(url: str, scale: dict) -> None:

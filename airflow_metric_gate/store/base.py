@@ -135,9 +135,9 @@ def utc(dt: datetime) -> datetime:
     return dt.astimezone(timezone.utc)
 
 
-#: The baseline runs of a run: the most recent trusted baseline runs of its series identity with an
-#: earlier logical date, not before the latest rebaseline marker (at most ``history_limit``).
-BASELINE_RUNS_SQL = """
+#: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
+#: before its logical date (``fence``), shared by the statements that read its earlier runs.
+_CUR_AND_FENCE = """
 WITH cur AS (
     SELECT series, backend, suite, logical_date FROM runs WHERE run_id = %s
 ),
@@ -145,7 +145,11 @@ fence AS (
     SELECT MAX(r.logical_date) AS since
     FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
     WHERE r.rebaseline = TRUE AND r.logical_date <= cur.logical_date
-)
+)"""
+
+#: The baseline runs of a run: the most recent trusted baseline runs of its series identity with an
+#: earlier logical date, not before the latest rebaseline marker (at most ``history_limit``).
+BASELINE_RUNS_SQL = _CUR_AND_FENCE + """
 SELECT r.run_id
 FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
 CROSS JOIN fence
@@ -161,15 +165,7 @@ LIMIT %s
 #: These are the runs its baseline is read from once every ``pending`` one among them is decided.
 #: One row per window run (one row of nulls when the window is empty), each with the rebaseline
 #: fence and whether the run exists.
-HISTORY_WINDOW_SQL = """
-WITH cur AS (
-    SELECT series, backend, suite, logical_date FROM runs WHERE run_id = %s
-),
-fence AS (
-    SELECT MAX(r.logical_date) AS since
-    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
-    WHERE r.rebaseline = TRUE AND r.logical_date <= cur.logical_date
-),
+HISTORY_WINDOW_SQL = _CUR_AND_FENCE + """,
 win AS (
     SELECT r.run_id, r.logical_date, r.status, r.airflow_run_id
     FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
