@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -30,6 +31,7 @@ from airflow_metric_gate.evaluation import (
     reference,
 )
 from airflow_metric_gate.records import Record, read_record
+from airflow_metric_gate.rules import tolerate_isolated_failures
 from airflow_metric_gate.selection import Selection, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, ValueRow
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict
@@ -157,7 +159,7 @@ def payload_to_selection(payload: Mapping) -> list[Selection]:
 
 
 def _declaration_summary(d: GateDeclaration) -> dict:
-    return {
+    summary = {
         "metric_key": d.metric_key,
         "steps_key": d.steps_key,
         "constraint_key": d.constraint_key,
@@ -165,6 +167,9 @@ def _declaration_summary(d: GateDeclaration) -> dict:
         "enforce": bool(d.enforce),
         "allowlist_reason": d.allowlist_reason,
     }
+    if d.min_failing_steps != 1:  # opt-in rules are stored only when switched on
+        summary["min_failing_steps"] = d.min_failing_steps
+    return summary
 
 
 def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selection]) -> dict:
@@ -270,6 +275,9 @@ def evaluate(
                 aggregate=aggregate, **found,
             )
             ordered.append((v.ordinal, result, gate))
+    if any(g.get("min_failing_steps", 1) != 1 for g in run.declarations):  # opt-in persistence rule
+        selected = Counter((v.metric_key, v.steps_key, v.constraint_key) for v in current)
+        ordered = tolerate_isolated_failures(ordered, counts, selected, keep_tolerated=all_results)
     for e in run.selection_errors:
         gate = gates[(e["metric_key"], e["steps_key"], e["constraint_key"])]
         result = error_result(e["metric_key"], e["steps_key"], e["constraint_key"], e["message"])

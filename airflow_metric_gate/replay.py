@@ -20,7 +20,7 @@ rebaseline marker.  Which runs count as trusted is the ``trust`` setting:
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -40,6 +40,7 @@ from airflow_metric_gate.evaluation import (
     quick_status,
     reference,
 )
+from airflow_metric_gate.rules import min_failing_steps, tolerate_isolated_failures
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError
 
 TRUST_MODES = ("replayed", "stored")
@@ -69,9 +70,13 @@ class _Gate:
 def _summary(d: GateDeclaration | dict) -> dict:
     if isinstance(d, GateDeclaration):
         d = {"metric_key": d.metric_key, "steps_key": d.steps_key, "constraint_key": d.constraint_key,
-             "constraint": dict(d.constraint), "enforce": bool(d.enforce), "allowlist_reason": d.allowlist_reason}
-    return {k: d.get(k) for k in ("metric_key", "steps_key", "constraint_key", "constraint", "enforce",
-                                  "allowlist_reason")}
+             "constraint": dict(d.constraint), "enforce": bool(d.enforce), "allowlist_reason": d.allowlist_reason,
+             "min_failing_steps": d.min_failing_steps}
+    out = {k: d.get(k) for k in ("metric_key", "steps_key", "constraint_key", "constraint", "enforce",
+                                 "allowlist_reason")}
+    if min_failing_steps(d) != 1:
+        out["min_failing_steps"] = min_failing_steps(d)
+    return out
 
 
 def _by_run(rows: Iterable[tuple], runs: Sequence[RunRow]) -> Iterator[tuple[RunRow, list[tuple]]]:
@@ -153,6 +158,7 @@ def replay(
         present: dict[Any, bool] = {}
         feed: list[tuple[Any, float]] = []
         failing: dict[Any, list] = {}
+        selected: Counter = Counter()
         cutoff = fed - history_limit
         if not given:
             for summary in run.declarations:
@@ -193,7 +199,8 @@ def replay(
                         step=step, at_step=at_step, current=value, history=history, constraint=s["constraint"],
                         min_history=min_history, aggregate=aggregate,
                     )
-                    failing.setdefault(gk, []).append(result.to_dict())
+                    failing.setdefault(gk, []).append(result)
+                selected[gk] += 1
                 feed.append((coord, value))
                 if given:
                     feed_seen.add(coord)
@@ -212,7 +219,7 @@ def replay(
                 s = gates[gk].summary
                 counts[ERROR] += 1
                 failing.setdefault(gk, []).append(
-                    error_result(e["metric_key"], s["steps_key"], s["constraint_key"], e["message"]).to_dict()
+                    error_result(e["metric_key"], s["steps_key"], s["constraint_key"], e["message"])
                 )
         night = {
             "run_id": run.run_id, "logical_date": run.logical_date.isoformat(), "role": run.role,
@@ -226,7 +233,14 @@ def replay(
                 if gk not in present:
                     gate.missing += 1
         for gk, results in failing.items():
-            gates[gk].failed.append({**night, "results": results})
+            s = gates[gk].summary
+            if min_failing_steps(s) != 1:  # the opt-in persistence rule, as in evaluation
+                key = (s["metric_key"], s["steps_key"], s["constraint_key"])
+                items = tolerate_isolated_failures([(None, r, s) for r in results], counts,
+                                                   Counter({key: selected[gk]}), keep_tolerated=False)
+                results = [r for _, r, _ in items]
+            if results:
+                gates[gk].failed.append({**night, "results": [r.to_dict() for r in results]})
         trusted = not (counts[FAIL] or counts[ERROR])
         night.update(replayed_status="trusted" if trusted else "untrusted",
                      counts={s: c for s, c in counts.items() if c})
