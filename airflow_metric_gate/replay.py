@@ -316,6 +316,13 @@ def _step(result: dict) -> str:
     return f"last@{result['at_step']}" if result["step"] == -1 else str(result["step"])
 
 
+def _describe(result: dict) -> str:
+    if result["status"] == ERROR:
+        return f"ERROR: {result['reason']}"
+    band = f"[{result['lo']:.6g}, {result['hi']:.6g}]"
+    return f"{result['status']} step {_step(result)} {result['current']:.6g} vs {band}"
+
+
 def render_replay(report: dict, *, max_coordinates: int = 5) -> str:
     """Return a replay report as text: per declaration its failing nights, then what changed.
 
@@ -334,9 +341,7 @@ def render_replay(report: dict, *, max_coordinates: int = 5) -> str:
                      f"{g['nights_failed']} of {g['nights_judged']} night(s) would fail"
                      + (f"; not stored on {g['nights_not_stored']} night(s)" if g.get("nights_not_stored") else ""))
         for f in g["failed"]:
-            coords = ", ".join(f"{r['status']} step {_step(r)}" + (f" {r['current']:.6g} vs [{r['lo']:.6g}, "
-                                                                  f"{r['hi']:.6g}]" if r["lo"] is not None else "")
-                               for r in f["results"][:max_coordinates])
+            coords = ", ".join(_describe(r) for r in f["results"][:max_coordinates])
             more = len(f["results"]) - max_coordinates
             lines.append(f"  {f['logical_date']} {f['run_id']} (stored {f['stored_status']}): {coords}"
                          + (f" and {more} more" if more > 0 else ""))
