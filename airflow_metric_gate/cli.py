@@ -216,6 +216,23 @@ def build_parser() -> argparse.ArgumentParser:
     _table_rows_option(show)
     _store_option(show)
 
+    replay = sub.add_parser("replay", help="re-judge the stored nights of a series with other gates or settings "
+                                            "(writes nothing)")
+    replay.add_argument("--series", required=True, help="training job whose nights are replayed")
+    replay.add_argument("--backend", default="cuda", help="hardware backend (default: cuda)")
+    replay.add_argument("--suite", default="default", help="schedule or cluster (default: default)")
+    replay.add_argument("--gates", metavar="FILE",
+                        help="judge with these declarations (default: the ones stored with each night)")
+    replay.add_argument("--history-limit", type=_positive, default=DEFAULT_HISTORY_LIMIT,
+                        help=f"baseline runs to compare with (default: {DEFAULT_HISTORY_LIMIT})")
+    replay.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY,
+                        help=f"baseline values needed before a coordinate is judged (default: {DEFAULT_MIN_HISTORY})")
+    replay.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference (default: mean)")
+    replay.add_argument("--trust", choices=("replayed", "stored"), default="replayed",
+                        help="which trust decides that a night feeds later baselines (default: replayed)")
+    replay.add_argument("--json", action="store_true", help="print the replay report as JSON")
+    _store_option(replay)
+
     rebase = sub.add_parser("rebaseline", help="start a fresh baseline at a run: later runs ignore older history")
     rebase.add_argument("--run-id", required=True, help="store run id")
     rebase.add_argument("--undo", action="store_true", help="remove the marker")
@@ -413,6 +430,18 @@ def _cmd_show(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from airflow_metric_gate.replay import render_replay, replay
+
+    declarations = load_gates_file(args.gates) if args.gates else None
+    with open_store(args.store) as store:
+        report = replay(store, args.series, args.backend, args.suite, declarations=declarations,
+                        history_limit=args.history_limit, min_history=args.min_history, aggregate=args.aggregate,
+                        trust=args.trust)
+    print(json.dumps(report, indent=2) if args.json else render_replay(report))
+    return EXIT_OK
+
+
 def _cmd_rebaseline(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
         if store.get_run(args.run_id) is None:
@@ -445,6 +474,7 @@ _COMMANDS = {
     "runs": _cmd_runs,
     "show": _cmd_show,
     "rebaseline": _cmd_rebaseline,
+    "replay": _cmd_replay,
     "db": _cmd_db,
     "demo": _cmd_demo,
 }

@@ -137,6 +137,9 @@ class GateDeclaration:
     :param enforce: whether a FAIL or ERROR of this gate blocks.
     :param allowlist_reason: why a violation of this gate is tolerated, if it is.
     :param source: where the declaration came from (``"gates.yaml:3"``), for messages only.
+    :param min_failing_steps: opt-in persistence rule: the declaration's FAIL results count only when
+        at least this many of its selected steps (or all of them, when fewer) leave the band in the
+        run; 1 (the default) is the plain rule.
     """
 
     metric_key: str
@@ -147,6 +150,7 @@ class GateDeclaration:
     enforce: bool = False
     allowlist_reason: str | None = None
     source: str | None = field(default=None, compare=False)
+    min_failing_steps: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, str):
@@ -161,7 +165,7 @@ class GateDeclaration:
 
     def to_dict(self) -> dict[str, Any]:
         """Return a JSON-safe dict that :meth:`from_dict` turns back into an equal declaration."""
-        return {
+        out = {
             "metric_key": self.metric_key,
             "steps": self.steps if isinstance(self.steps, str) else list(self.steps),
             "constraint": dict(self.constraint),
@@ -171,6 +175,9 @@ class GateDeclaration:
             "allowlist_reason": self.allowlist_reason,
             "source": self.source,
         }
+        if self.min_failing_steps != 1:  # written only when set, so default declarations read as before
+            out["min_failing_steps"] = self.min_failing_steps
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GateDeclaration:
@@ -284,6 +291,7 @@ def _build(
         enforce=loaded["enforce"],
         allowlist_reason=loaded["allowlist_reason"],
         source=source,
+        min_failing_steps=loaded["min_failing_steps"],
     )
 
 
@@ -304,6 +312,7 @@ def declare(
     allowlist_reason: str | None = None,
     defaults: Mapping[str, Any] | None = None,
     source: str | None = None,
+    min_failing_steps: int = 1,
 ) -> GateDeclaration:
     """Declare one gate in Python.
 
@@ -317,10 +326,13 @@ def declare(
     :param allowlist_reason: why a violation of this gate is tolerated, if it is.
     :param defaults: entries extending or overriding :data:`GATE_DEFAULTS`.
     :param source: where the declaration is written, used in messages.
+    :param min_failing_steps: opt-in persistence rule (see :class:`GateDeclaration`).
     :raises DeclarationError: the declaration is invalid.
     """
     item: dict[str, Any] = {"metric_key": metric_key}
     item.update(enforce=enforce, allowlist_reason=allowlist_reason)
+    if min_failing_steps != 1:
+        item["min_failing_steps"] = min_failing_steps
     if steps is not _OMITTED:
         item["steps"] = steps
     if constraint is not _OMITTED:

@@ -10,6 +10,7 @@ import hashlib
 import json
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -42,6 +43,7 @@ from airflow_metric_gate.limits import (
     step_problem,
 )
 from airflow_metric_gate.records import Record, read_record
+from airflow_metric_gate.rules import tolerate_isolated_failures
 from airflow_metric_gate.selection import LAST_STEP, Selection, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
 from airflow_metric_gate.store.base import PROVENANCE_COLUMNS, WindowRun
@@ -170,7 +172,7 @@ def payload_to_selection(payload: Mapping) -> list[Selection]:
 
 
 def _declaration_summary(d: GateDeclaration) -> dict:
-    return {
+    summary = {
         "metric_key": d.metric_key,
         "steps_key": d.steps_key,
         "constraint_key": d.constraint_key,
@@ -178,6 +180,9 @@ def _declaration_summary(d: GateDeclaration) -> dict:
         "enforce": bool(d.enforce),
         "allowlist_reason": d.allowlist_reason,
     }
+    if d.min_failing_steps != 1:  # opt-in rules are stored only when switched on
+        summary["min_failing_steps"] = d.min_failing_steps
+    return summary
 
 
 def check_run(identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selection] = ()) -> None:
@@ -415,6 +420,10 @@ def evaluate(
                     aggregate=aggregate, baseline=(n, ref),
                 )
             ordered.append((v.ordinal, result, gate))
+    if any(g.get("min_failing_steps", 1) != 1 for g in run.declarations):  # opt-in persistence rule
+        selected = Counter((v.metric_key, v.steps_key, v.constraint_key) for v in current)
+        ordered = tolerate_isolated_failures(ordered, counts, selected, keep_tolerated=all_results,
+                                             per_declaration=per_gate)
     for e in run.selection_errors:
         key = (e["metric_key"], e["steps_key"], e["constraint_key"])
         gate = gates[key]

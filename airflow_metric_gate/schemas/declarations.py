@@ -25,7 +25,9 @@ DOWN_KEYS: tuple[str, ...] = ("rel_down", "abs_floor_down")
 #: Every constraint key, in band order.
 CONSTRAINT_KEYS: tuple[str, ...] = UP_KEYS + DOWN_KEYS
 #: The fields of a declaration.
-DECLARATION_FIELDS: tuple[str, ...] = ("metric_key", "steps", "constraint", "enforce", "allowlist_reason")
+DECLARATION_FIELDS: tuple[str, ...] = (
+    "metric_key", "steps", "constraint", "enforce", "allowlist_reason", "min_failing_steps",
+)
 #: The fields a defaults entry may fill when a declaration omits them.
 DEFAULTABLE_FIELDS: tuple[str, ...] = ("steps", "constraint")
 
@@ -125,6 +127,17 @@ class StrictBooleanField(fields.Field):
         return value
 
 
+class PositiveIntField(fields.Field):
+    """An int >= 1 (not a bool, not a float)."""
+
+    default_error_messages = {"null": "must be an int >= 1, got None"}
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if type(value) is not int or value < 1:
+            raise ValidationError(f"must be an int >= 1, got {value!r}")
+        return value
+
+
 class TextField(fields.Field):
     """A string; ``non_empty`` rejects ``""``."""
 
@@ -187,7 +200,8 @@ def load_defaults_table(value: object) -> dict[str, dict[str, Any]]:
 class DeclarationSchema(Schema):
     """One gate declaration, resolved against a defaults table.
 
-    Loads to ``{"metric_key", "steps", "constraint", "enforce", "allowlist_reason", "defaulted"}``
+    Loads to ``{"metric_key", "steps", "constraint", "enforce", "allowlist_reason", "min_failing_steps",
+    "defaulted"}``
     where ``steps`` and ``constraint`` are the literals as written (or the defaults literal, a
     copy), and ``defaulted`` lists the fields the defaults table filled.  A field is filled only
     when *omitted*: a written value, ``None`` included, is validated as written.
@@ -209,6 +223,7 @@ class DeclarationSchema(Schema):
     constraint = ConstraintField()
     enforce = StrictBooleanField(load_default=False)
     allowlist_reason = TextField(allow_none=True, load_default=None)
+    min_failing_steps = PositiveIntField(load_default=1)
 
     def __init__(self, *, defaults: Mapping[str, Mapping[str, Any]] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -274,6 +289,7 @@ class GateDeclarationSchema(Schema):
     constraint_key = fields.String(required=True)
     enforce = StrictBooleanField(load_default=False)
     allowlist_reason = TextField(allow_none=True, load_default=None)
+    min_failing_steps = PositiveIntField(load_default=1)
     source = fields.String(allow_none=True, load_default=None)
 
     @validates_schema

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -981,6 +981,50 @@ class MetricStore:
         with self._transaction() as cur:
             self._execute(cur, sql, params)
             return int(cur.fetchone()[0])
+
+    def series_runs_in_order(self, series: str, backend: str, suite: str) -> list[RunRow]:
+        """Return every run of one series identity in logical-date order (ties by run id), for replay.
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        """
+        with self._transaction() as cur:
+            self._execute(
+                cur,
+                f"SELECT {_RUN_COLUMNS} FROM runs WHERE series = %s AND backend = %s AND suite = %s "
+                "ORDER BY logical_date, run_id",
+                (series, backend, suite),
+            )
+            return [self._run_from_row(r) for r in cur.fetchall()]
+
+    def iter_series_values(
+        self, series: str, backend: str, suite: str, *, batch: int = 10_000
+    ) -> Iterator[tuple[str, str, str, str, int, float, int | None]]:
+        """Yield every stored value of one series identity in one ordered pass.
+
+        Rows come in the order of :meth:`series_runs` (logical date, run id), then by ordinal, as
+        ``(run_id, metric_key, steps_key, constraint_key, step, value, at_step)``.  One statement,
+        fetched in batches, whatever the number of runs or coordinates.
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        :param batch: rows fetched at a time.
+        """
+        sql = (
+            "SELECT v.run_id, v.metric_key, v.steps_key, v.constraint_key, v.step, v.value, v.at_step "
+            "FROM metric_values v JOIN runs r ON r.run_id = v.run_id "
+            "WHERE r.series = %s AND r.backend = %s AND r.suite = %s "
+            "ORDER BY r.logical_date, r.run_id, v.ordinal"
+        )
+        with self._transaction() as cur:
+            self._execute(cur, sql, (series, backend, suite))
+            while True:
+                rows = cur.fetchmany(batch)
+                if not rows:
+                    break
+                yield from rows
 
 
 def _group_by_ordinal(rows: Iterable[tuple[int, float]]) -> dict[int, list[float]]:

@@ -1,0 +1,66 @@
+"""Opt-in judging rules a declaration can switch on; the defaults leave every verdict as it was.
+
+``min_failing_steps`` (persistence): a declaration's FAIL results count only when at least
+``min_failing_steps`` of its selected steps leave the band in the same run (or all of them, when it
+selected fewer).  Below that, its FAIL results are tolerated: reported as PASS with the reason, and
+the run stays trusted as far as this declaration goes.  An isolated spike on one step of a
+thousand no longer fails a night; a level shift, which moves many steps, still does.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_metric_gate.evaluation import FAIL, PASS
+
+__all__ = ["min_failing_steps", "tolerate_isolated_failures"]
+
+
+def min_failing_steps(gate: Mapping[str, Any]) -> int:
+    """Return a stored or serialized declaration's ``min_failing_steps`` (1 when absent)."""
+    return int(gate.get("min_failing_steps") or 1)
+
+
+def tolerate_isolated_failures(
+    items: list[tuple[Any, Any, Mapping[str, Any]]], counts: dict[str, int], selected: Counter, *,
+    keep_tolerated: bool, per_declaration: Mapping[tuple[str, str, str], dict[str, int]] | None = None,
+) -> list[tuple[Any, Any, Mapping[str, Any]]]:
+    """Apply ``min_failing_steps`` to one run's results.
+
+    :param items: ``(ordinal, result, gate)`` for every FAIL result of the run (and any others);
+        ``result`` has ``status``, ``reason`` and the coordinate keys; ``gate`` the declaration.
+    :param counts: the run's status counts, updated in place.
+    :param selected: ``(metric_key, steps_key, constraint_key)`` -> how many coordinates the
+        declaration has in the run.
+    :param keep_tolerated: keep the tolerated results (now PASS) in the returned list.
+    :param per_declaration: the status counts of each declaration, updated in place too.
+    :return: ``items`` with tolerated FAIL results turned PASS (or dropped).
+    """
+    fails = Counter((r.metric_key, r.steps_key, r.constraint_key) for _, r, _ in items if r.status == FAIL)
+    need = {}
+    for _, r, gate in items:
+        key = (r.metric_key, r.steps_key, r.constraint_key)
+        if key in fails and key not in need:
+            need[key] = min(min_failing_steps(gate), max(selected.get(key, 0), 1))
+    tolerated = {key for key, j in fails.items() if j < need[key]}
+    if not tolerated:
+        return items
+    kept = []
+    for item in items:
+        _, r, _ = item
+        key = (r.metric_key, r.steps_key, r.constraint_key)
+        if r.status == FAIL and key in tolerated:
+            r.status = PASS
+            r.reason += (f"; tolerated: {fails[key]} of the declaration's {selected.get(key, 0)} step(s) left the "
+                         f"band, min_failing_steps {need[key]}")
+            counts[FAIL] -= 1
+            counts[PASS] += 1
+            if per_declaration is not None:
+                per_declaration[key][FAIL] -= 1
+                per_declaration[key][PASS] += 1
+            if not keep_tolerated:
+                continue
+        kept.append(item)
+    return kept
