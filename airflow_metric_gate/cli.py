@@ -145,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list stored runs with their role and status, newest first")
     runs.add_argument("--series", help="only this series")
+    runs.add_argument("--backend", help="only this backend")
+    runs.add_argument("--suite", help="only this suite")
     runs.add_argument("--limit", type=_positive, default=20, help="at most this many runs (default: 20)")
     _store_option(runs)
     runs.add_argument("--json", action="store_true", help="print runs as JSON")
@@ -216,14 +218,23 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no stored values of {args.metric_key} for series {args.series}")
         return EXIT_OK
-    header = ("LOGICAL DATE", "RUN", "ROLE", "STATUS", "STEP", "VALUE", "STEPS", "CONSTRAINT")
-    table = [
-        (r["logical_date"], r["run_id"], r["role"], r["status"],
-         f"last@{r['at_step']}" if r["step"] == -1 else str(r["step"]), f"{r['value']:.6g}",
-         r["steps_key"], r["constraint_key"])
-        for r in rows
-    ]
-    print("\n".join(format_columns(header, table)))
+    # The band settings (steps and constraint literals) and the series identity head each
+    # coordinate's rows once, rather than repeating on every row.
+    groups: dict[tuple[str, str, str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["backend"], r["suite"], r["steps_key"], r["constraint_key"]), []).append(r)
+    header = ("LOGICAL DATE", "RUN", "ROLE", "STATUS", "STEP", "VALUE")
+    blocks = []
+    for (backend, suite, steps_key, constraint_key), members in groups.items():
+        table = [
+            (r["logical_date"], r["run_id"], r["role"], r["status"],
+             f"last@{r['at_step']}" if r["step"] == -1 else str(r["step"]), f"{r['value']:.6g}")
+            for r in members
+        ]
+        heading = (f"{args.metric_key}, steps {steps_key}, constraint {constraint_key} "
+                   f"(series {args.series}, backend {backend}, suite {suite})")
+        blocks.append("\n".join([heading, *("  " + line for line in format_columns(header, table))]))
+    print("\n\n".join(blocks))
     return EXIT_OK
 
 
@@ -264,7 +275,7 @@ def _cmd_mark(args: argparse.Namespace) -> int:
 
 def _cmd_runs(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
-        runs = store.list_runs(series=args.series, limit=args.limit)
+        runs = store.list_runs(series=args.series, backend=args.backend, suite=args.suite, limit=args.limit)
     table = [
         {"run_id": r.run_id, "series": r.series, "backend": r.backend, "suite": r.suite,
          "logical_date": r.logical_date.isoformat(), "role": r.role, "status": r.status,
@@ -278,7 +289,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if not table:
         print("no stored runs")
         return EXIT_OK
-    keys = ("logical_date", "run_id", "series", "role", "status", "status_reason")
+    keys = ("logical_date", "run_id", "series", "backend", "suite", "role", "status", "status_reason")
     header = [k.upper().replace("_", " ") for k in keys]
     print("\n".join(format_columns(header, [[str(row[k] or "") for k in keys] for row in table])))
     return EXIT_OK
