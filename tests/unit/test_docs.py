@@ -122,7 +122,7 @@ def test_pages_show_their_example_code_as_plain_markdown(site: Path) -> None:
             first_line = next(line.strip() for line in expected.splitlines()[1:] if line.strip())
             assert first_line in _code_text(_read(site / page)), f"{rel}: {match['source']} did not render"
             blocks += 1
-    assert blocks >= 7
+    assert blocks >= 10
     assert examples.main(["--check"]) == 0
 
 
