@@ -1,21 +1,33 @@
 """``metric-gate``: the gate outside Airflow, for local trials, CI jobs and on-call (SPEC section 9).
 
 Exit status: 0 trusted (or not trusted but not enforced); 1 enforced and not trusted; 2 bad input or
-usage, nothing stored; 3 the store is unavailable (retry later).
+usage, nothing stored; 3 the store is unavailable (retry later); 4 an unexpected internal error (a bug:
+one line on standard error, the traceback only with ``--debug``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from airflow_metric_gate import __version__
 from airflow_metric_gate.declarations import DeclarationError, load_gates_file
+from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.evaluation import AGGREGATES, DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
+from airflow_metric_gate.limits import (
+    MAX_HISTORY_LIMIT,
+    MAX_NAME_BYTES,
+    MAX_STEP,
+    key_problem,
+    logical_date_problem,
+)
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id, run_gate
+from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import RecordError
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.store.base import utc
@@ -31,6 +43,10 @@ EXIT_OK = 0
 EXIT_BLOCKED = 1
 EXIT_BAD_INPUT = 2
 EXIT_STORE_UNAVAILABLE = 3
+EXIT_INTERNAL_ERROR = 4
+
+#: Errors that mean the input or the command line is wrong: exit 2, as long as nothing was stored.
+_BAD_INPUT = (LocatedError, RecordError, DeclarationError, StoreInputError, ValueError, OSError)
 
 
 class UsageError(Exception):
@@ -41,15 +57,33 @@ def _logical_date(text: str | None) -> datetime:
     if text is None:
         return datetime.now(timezone.utc)
     try:
-        return utc(datetime.fromisoformat(text.replace("Z", "+00:00")))
+        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError as exc:
         raise UsageError(f"--logical-date: not an ISO 8601 date or datetime: {text!r}") from exc
+    problem = logical_date_problem(value)
+    if problem:
+        raise UsageError(f"--logical-date: {problem}")
+    return utc(value)
 
 
 def _positive(text: str) -> int:
     value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    if not 1 <= value <= MAX_STEP:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_STEP}, got {value}")
+    return value
+
+
+def _stored_step(text: str) -> int:
+    value = int(text)
+    if not -1 <= value <= MAX_STEP:
+        raise argparse.ArgumentTypeError(f"must be -1 (steps \"last\") or from 0 to {MAX_STEP}, got {value}")
+    return value
+
+
+def _history_limit(text: str) -> int:
+    value = int(text)
+    if not 1 <= value <= MAX_HISTORY_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_HISTORY_LIMIT}, got {value}")
     return value
 
 
@@ -90,6 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Gate nightly training metrics against the history of each coordinate.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an unexpected internal error, print the traceback too")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="ingest a record, select, store and evaluate it")
@@ -103,8 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="baseline runs feed future baselines; shadow runs are stored for audit only")
     run.add_argument("--run-id", help="idempotency key: the same id replaces that run (default: a fresh id)")
     run.add_argument("--logical-date", help="ISO 8601; orders history (default: now, UTC)")
-    run.add_argument("--history-limit", type=_positive, default=DEFAULT_HISTORY_LIMIT,
-                     help=f"baseline runs to compare with (default: {DEFAULT_HISTORY_LIMIT})")
+    run.add_argument("--history-limit", type=_history_limit, default=DEFAULT_HISTORY_LIMIT,
+                     help=f"baseline runs to compare with, 1 to {MAX_HISTORY_LIMIT} (default: {DEFAULT_HISTORY_LIMIT})")
     run.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY,
                      help=f"baseline values needed before a coordinate is judged (default: {DEFAULT_MIN_HISTORY})")
     run.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference (default: mean)")
@@ -123,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--series", required=True)
     history.add_argument("--backend")
     history.add_argument("--suite")
-    history.add_argument("--step", type=int, help="stored step (-1 for steps \"last\")")
+    history.add_argument("--step", type=_stored_step, help="stored step (-1 for steps \"last\")")
     history.add_argument("--limit", type=_positive, default=50, help="at most this many rows (default: 50)")
     _store_option(history)
     history.add_argument("--json", action="store_true", help="print rows as JSON")
@@ -153,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = sub.add_parser("show", help="rebuild a stored run's verdict against the store as it is now")
     show.add_argument("run_id", metavar="RUN_ID", help="store run id (see metric-gate runs)")
-    show.add_argument("--history-limit", type=_positive, default=DEFAULT_HISTORY_LIMIT)
+    show.add_argument("--history-limit", type=_history_limit, default=DEFAULT_HISTORY_LIMIT)
     show.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY)
     show.add_argument("--aggregate", choices=AGGREGATES, default="mean")
     show.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")
@@ -179,9 +215,38 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _emit(text: str) -> None:
+    """Print to standard output; a reader that went away (``| head``) is no error."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    """Point standard output at the null device, so that nothing fails again when Python exits."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout has no file descriptor (captured, replaced)
+        pass
+
+
+def _check_names(args: argparse.Namespace) -> None:
+    for option, value in (("--series", args.series), ("--backend", args.backend), ("--suite", args.suite),
+                          ("--run-id", args.run_id), ("--commit", args.commit),
+                          ("--training-job-id", args.training_job_id)):
+        problem = None if value is None else key_problem(value, MAX_NAME_BYTES)
+        if problem:
+            raise UsageError(f"{option} {value!r} {problem}")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
-    declarations = load_gates_file(args.gates)
+    _check_names(args)
     logical_date = _logical_date(args.logical_date)
+    declarations = load_gates_file(args.gates)
     provenance = {k: v for k, v in (("commit_sha", args.commit), ("training_job_id", args.training_job_id)) if v}
     provenance["source"] = "cli"
     run = RunInfo(run_id=args.run_id or new_run_id(), role=args.role, logical_date=logical_date,
@@ -192,11 +257,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
             store, record=args.record, declarations=declarations, identity=identity, run=run,
             format=args.format, history_limit=args.history_limit, min_history=args.min_history,
             aggregate=args.aggregate, enforce=args.enforce, all_results=args.all, max_results=args.max_results,
+            on_skipped=_report_skipped, on_stored=lambda run_id: setattr(args, "stored_run", run_id),
         )
     if args.json:
-        print(json.dumps(verdict, indent=2))
+        _emit(json.dumps(verdict, indent=2))
     else:
-        print(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args)))
+        _emit(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args)))
     return EXIT_BLOCKED if verdict["blocking"] else EXIT_OK
 
 
@@ -208,6 +274,11 @@ def _where(verdict: dict, args: argparse.Namespace) -> tuple[str, ...]:
     return (f"Every result: {show_command(verdict)} (same --store); the verdict as JSON: add --json",)
 
 
+def _report_skipped(skipped: Sequence[tuple[str, str]]) -> None:
+    for path, reason in skipped:
+        print(f"metric-gate: record: skipped {printable(path)} ({reason})", file=sys.stderr)
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
         rows = store.history(args.metric_key, series=args.series, backend=args.backend, suite=args.suite,
@@ -216,7 +287,7 @@ def _cmd_history(args: argparse.Namespace) -> int:
         print(json.dumps(rows, indent=2))
         return EXIT_OK
     if not rows:
-        print(f"no stored values of {args.metric_key} for series {args.series}")
+        print(printable(f"no stored values of {args.metric_key} for series {args.series}"))
         return EXIT_OK
     # The band settings (steps and constraint literals) and the series identity head each
     # coordinate's rows once, rather than repeating on every row.
@@ -227,12 +298,12 @@ def _cmd_history(args: argparse.Namespace) -> int:
     blocks = []
     for (backend, suite, steps_key, constraint_key), members in groups.items():
         table = [
-            (r["logical_date"], r["run_id"], r["role"], r["status"],
-             f"last@{r['at_step']}" if r["step"] == -1 else str(r["step"]), f"{r['value']:.6g}")
+            [printable(cell) for cell in (r["logical_date"], r["run_id"], r["role"], r["status"],
+             f"last@{r['at_step']}" if r["step"] == -1 else str(r["step"]), f"{r['value']:.6g}")]
             for r in members
         ]
-        heading = (f"{args.metric_key}, steps {steps_key}, constraint {constraint_key} "
-                   f"(series {args.series}, backend {backend}, suite {suite})")
+        heading = printable(f"{args.metric_key}, steps {steps_key}, constraint {constraint_key} "
+                            f"(series {args.series}, backend {backend}, suite {suite})")
         blocks.append("\n".join([heading, *("  " + line for line in format_columns(header, table))]))
     print("\n\n".join(blocks))
     return EXIT_OK
@@ -254,7 +325,7 @@ def _cmd_mark(args: argparse.Namespace) -> int:
         marked = store.mark_runs(args.status, by=by, key=key, reason=args.reason, **scope)
     searched = " ".join([f"{option} {key}"] + [f"--{k.replace('_', '-')} {v}" for k, v in scope.items() if v])
     if not marked:
-        print(f"metric-gate: error: nothing matched {searched} in the metric store; nothing was changed",
+        print(printable(f"metric-gate: error: nothing matched {searched} in the metric store; nothing was changed"),
               file=sys.stderr)
         return EXIT_BAD_INPUT
     header = ("RUN", "SERIES", "BACKEND", "SUITE", "LOGICAL DATE", "STATUS", "REASON")
@@ -267,9 +338,9 @@ def _cmd_mark(args: argparse.Namespace) -> int:
             note = f"{m.reason} (reason recorded)"
         rows.append((m.run.run_id, m.run.series, m.run.backend, m.run.suite, m.run.logical_date.isoformat(), change,
                      note))
-    print("\n".join(format_columns(header, rows)))
+    print("\n".join(format_columns(header, [list(map(printable, row)) for row in rows])))
     changed = sum(m.changed for m in marked)
-    print(f"marked {changed} run(s) {args.status} ({len(marked)} run(s) match {searched})")
+    print(printable(f"marked {changed} run(s) {args.status} ({len(marked)} run(s) match {searched})"))
     return EXIT_OK
 
 
@@ -291,7 +362,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
         return EXIT_OK
     keys = ("logical_date", "run_id", "series", "backend", "suite", "role", "status", "status_reason")
     header = [k.upper().replace("_", " ") for k in keys]
-    print("\n".join(format_columns(header, [[str(row[k] or "") for k in keys] for row in table])))
+    print("\n".join(format_columns(header, [[printable(row[k] or "") for k in keys] for row in table])))
     return EXIT_OK
 
 
@@ -315,7 +386,7 @@ def _cmd_rebaseline(args: argparse.Namespace) -> int:
             raise StoreInputError(f"the metric store has no run {args.run_id!r}")
         changed = store.mark_rebaseline(args.run_id, on=not args.undo)
     state = "removed from" if args.undo else "set on"
-    print(f"rebaseline marker {state} run {args.run_id} ({changed} changed)")
+    print(printable(f"rebaseline marker {state} run {args.run_id} ({changed} changed)"))
     return EXIT_OK
 
 
@@ -346,8 +417,40 @@ _COMMANDS = {
 }
 
 
+def _command_name(args: argparse.Namespace) -> str:
+    return " ".join(["metric-gate", args.command, *([args.db_command] if args.command == "db" else [])])
+
+
+def _error(text: str) -> None:
+    print(f"metric-gate: {printable(text)}", file=sys.stderr)
+
+
+def _stored_note(args: argparse.Namespace) -> str:
+    return (
+        f"run {args.stored_run} was stored and is still pending; running the same command again with "
+        f"--run-id {args.stored_run} replaces it"
+    )
+
+
+def _internal_error(args: argparse.Namespace, exc: BaseException) -> int:
+    if args.debug:
+        traceback.print_exception(type(exc), exc, exc.__traceback__, file=sys.stderr)
+    stored = f"; {_stored_note(args)}" if args.stored_run else ""
+    hint = "" if args.debug else "; run again with --debug for the traceback"
+    print(
+        printable(f"{_command_name(args)}: unexpected internal error (a bug in metric-gate, please report it): "
+                  f"{type(exc).__name__}: {exc}{stored}{hint}"),
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL_ERROR
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``metric-gate`` and return its exit status.
+
+    Bad input exits 2 and nothing is stored; a store outage exits 3; anything unexpected exits 4
+    with one line on standard error (and the traceback with ``--debug``).  Once a run was stored, no
+    message says that nothing was.
 
     :param argv: arguments (default: ``sys.argv[1:]``).
     """
@@ -355,19 +458,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        if exc.code == EXIT_BAD_INPUT:
+            _error("nothing was stored")
         return int(exc.code or 0)
+    args.stored_run = None
     try:
         return _COMMANDS[args.command](args)
-    except (RecordError, DeclarationError, UsageError, StoreInputError, ValueError, OSError) as exc:
-        print(f"metric-gate: error: {exc}", file=sys.stderr)
-        print("metric-gate: nothing was stored", file=sys.stderr)
-        return EXIT_BAD_INPUT
+    except BrokenPipeError:  # the reader of standard output went away after the command's work was done
+        _silence_stdout()
+        return EXIT_OK
     except StoreUnavailable as exc:
-        print(f"metric-gate: store unavailable (retry later): {exc}", file=sys.stderr)
+        _error(f"store unavailable (retry later): {exc}")
+        if args.stored_run:
+            _error(_stored_note(args))
         return EXIT_STORE_UNAVAILABLE
     except StoreError as exc:
-        print(f"metric-gate: store error: {exc}", file=sys.stderr)
+        if isinstance(exc, StoreInputError) and not args.stored_run:
+            return _bad_input(exc)
+        _error(f"store error: {exc}")
+        if args.stored_run:
+            _error(_stored_note(args))
         return EXIT_STORE_UNAVAILABLE
+    except (UsageError, *_BAD_INPUT) as exc:
+        if args.stored_run:  # bad input is checked before the write: reaching here is a bug
+            return _internal_error(args, exc)
+        return _bad_input(exc)
+    except Exception as exc:
+        return _internal_error(args, exc)
+
+
+def _bad_input(exc: BaseException) -> int:
+    _error(f"error: {exc}")
+    _error("nothing was stored")
+    return EXIT_BAD_INPUT
 
 
 if __name__ == "__main__":  # pragma: no cover

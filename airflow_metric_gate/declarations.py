@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,15 @@ import yaml
 from marshmallow import ValidationError
 
 from airflow_metric_gate.errors import LocatedError
+from airflow_metric_gate.limits import (
+    MAX_CONSTRAINT_KEY_BYTES,
+    MAX_METRIC_KEY_BYTES,
+    MAX_NESTING_DEPTH,
+    MAX_STEPS_KEY_BYTES,
+    MAX_YAML_ALIASES,
+    MAX_YAML_NODES,
+    key_problem,
+)
 from airflow_metric_gate.schemas.declarations import (
     CONSTRAINT_KEYS,
     DOWN_KEYS,
@@ -247,6 +257,18 @@ def _build(
             field=_first_field(err.messages),
         ) from None
     steps, constraint = loaded["steps"], loaded["constraint"]
+    keys = (
+        ("metric_key", loaded["metric_key"], MAX_METRIC_KEY_BYTES),
+        ("steps", canonical_key(steps), MAX_STEPS_KEY_BYTES),
+        ("constraint", canonical_key(constraint), MAX_CONSTRAINT_KEY_BYTES),
+    )
+    for name, key, limit in keys:
+        problem = key_problem(key, limit)
+        if problem:
+            what = "metric_key" if name == "metric_key" else f"{name} (as the coordinate key {name}_key)"
+            raise DeclarationError(
+                f"{_label(index, item)}: field {what} {problem}", path=path, line=line, field=name
+            )
     if line is not None:
         source = f"{path}:{line}"
     elif path is not None:
@@ -368,9 +390,24 @@ def _open_path(path: Any) -> Any:
     return path
 
 
+def _refuse_special_file(path: Any, name: str) -> None:
+    """Refuse a local FIFO, socket or device before opening it (a FIFO would block forever)."""
+    if not isinstance(path, Path) or hasattr(path, "protocol"):
+        return
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return  # reading reports it
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO, socket or device"
+        raise DeclarationError(f"not a regular file ({kind}); a gates file is a regular file", path=name)
+
+
 def _read_text(path: Any, name: str) -> str:
     try:
-        return _open_path(path).read_text(encoding="utf-8")
+        opened = _open_path(path)
+        _refuse_special_file(opened, name)
+        return opened.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise DeclarationError("no such gates file", path=name) from None
     except (OSError, UnicodeDecodeError) as err:
@@ -407,12 +444,85 @@ def _gate_lines(node: yaml.Node | None) -> list[int] | None:
     return None
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses what could make a small file expensive to load.
+
+    Aliases to mappings and lists are how a 400-byte file expands to billions of items ("billion
+    laughs"): the document may hold at most :data:`MAX_YAML_NODES` nodes with its aliases expanded,
+    use at most :data:`MAX_YAML_ALIASES` aliases, and no alias may refer to a collection that holds
+    it.  Collections nest at most :data:`MAX_NESTING_DEPTH` deep.  Each refusal names the line.
+    """
+
+    def __init__(self, stream: str, name: str) -> None:
+        super().__init__(stream)
+        self.name = name
+        self.depth = 0
+        self.aliases = 0
+        self.nodes = 0  # nodes so far, aliases expanded
+        self.sizes: dict[int, int] = {}  # id(node) -> expanded size, for finished nodes
+
+    def _size(self, node: yaml.Node) -> int:
+        """Expanded size of a finished node (its aliased parts counted every time they are used)."""
+        size = self.sizes.get(id(node))
+        if size is None:
+            if isinstance(node, yaml.SequenceNode):
+                size = 1 + sum(self._size(child) for child in node.value)
+            elif isinstance(node, yaml.MappingNode):
+                size = 1 + sum(self._size(k) + self._size(v) for k, v in node.value)
+            else:
+                size = 1
+            self.sizes[id(node)] = size
+        return size
+
+    def _refuse(self, message: str, mark: Any) -> DeclarationError:
+        return DeclarationError(message, path=self.name, line=mark.line + 1 if mark is not None else None)
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            target = self.anchors.get(event.anchor)
+            if target is not None:
+                if not isinstance(target, yaml.ScalarNode) and id(target) not in self.sizes:
+                    raise self._refuse(
+                        f"alias *{event.anchor} refers to a mapping or list that holds the alias itself",
+                        event.start_mark,
+                    )
+                self.aliases += 1
+                if self.aliases > MAX_YAML_ALIASES:
+                    raise self._refuse(f"more than {MAX_YAML_ALIASES} aliases", event.start_mark)
+                self.nodes += self._size(target)
+                if self.nodes > MAX_YAML_NODES:
+                    raise self._refuse(
+                        f"alias *{event.anchor} expands the file to more than {MAX_YAML_NODES} nodes", event.start_mark
+                    )
+            return super().compose_node(parent, index)
+        self.depth += 1
+        try:
+            if self.depth > MAX_NESTING_DEPTH:
+                raise self._refuse(f"nested deeper than {MAX_NESTING_DEPTH} levels", self.peek_event().start_mark)
+            self.nodes += 1
+            node = super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+        self._size(node)  # finished: aliases to it may now be expanded
+        return node
+
+
+def _compose(text: str, name: str) -> tuple[yaml.Node | None, _BoundedLoader]:
+    loader = _BoundedLoader(text, name)
+    try:
+        return loader.get_single_node(), loader
+    finally:
+        loader.dispose()
+
+
 def _load_yaml(text: str, name: str) -> tuple[Any, list[int] | None]:
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node, loader = _compose(text, name)
+        data = None
         if node is not None:
             _check_duplicate_keys(node, name)
-        data = yaml.safe_load(text)
+            data = loader.construct_document(node)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         problem = getattr(err, "problem", None) or str(err)
@@ -438,11 +548,27 @@ def _load_json(text: str, name: str) -> tuple[Any, list[int] | None]:
         raise DeclarationError(f"not valid JSON: {err.msg}", path=name, line=err.lineno) from None
     except ValueError as err:
         raise DeclarationError(f"not valid JSON: {err}", path=name) from None
-    try:  # JSON is (almost always) YAML: borrow the YAML composer for the line of each gate
-        lines = _gate_lines(yaml.compose(text, Loader=yaml.SafeLoader))
+    except RecursionError:
+        raise DeclarationError(f"not valid JSON: nested deeper than {MAX_NESTING_DEPTH} levels", path=name) from None
+    try:  # JSON is (almost always) YAML: borrow the YAML composer for the line of each gate (and the depth limit)
+        lines = _gate_lines(_compose(text, name)[0])
     except yaml.YAMLError:
         lines = None
+        if _depth(data) > MAX_NESTING_DEPTH:
+            raise DeclarationError(f"nested deeper than {MAX_NESTING_DEPTH} levels", path=name) from None
     return data, lines
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of parsed JSON (a scalar is 0), without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, level)
+            stack.extend((child, level + 1) for child in children)
+    return deepest
 
 
 def load_gates_file(path: Any, *, defaults: Mapping[str, Any] | None = None) -> list[GateDeclaration]:
@@ -588,8 +714,13 @@ def parse_ci_gates(path: Any, *, defaults: Mapping[str, Any] | None = None) -> l
         tree = ast.parse(text, filename=name)
     except SyntaxError as err:
         raise DeclarationError(f"not valid Python: {err.msg}", path=name, line=err.lineno) from None
+    except (RecursionError, MemoryError):
+        raise DeclarationError("not valid Python: nested too deeply for the Python parser", path=name) from None
     calls = _ci_gate_calls(tree)
-    items = [_call_arguments(call, name) for call in calls]
+    try:
+        items = [_call_arguments(call, name) for call in calls]
+    except RecursionError:
+        raise DeclarationError(f"{CI_GATE_CALL}(...): a literal nested too deeply", path=name) from None
     table = _plain(GATE_DEFAULTS)
     _merge(table, defaults, name)
     return _resolve(items, table, path=name, lines=[call.lineno for call in calls])

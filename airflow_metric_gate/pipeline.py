@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -29,9 +29,21 @@ from airflow_metric_gate.evaluation import (
     quick_status,
     reference,
 )
+from airflow_metric_gate.limits import (
+    MAX_CONSTRAINT_KEY_BYTES,
+    MAX_METRIC_KEY_BYTES,
+    MAX_NAME_BYTES,
+    MAX_STEP,
+    MAX_STEPS_KEY_BYTES,
+    history_limit_problem,
+    key_problem,
+    logical_date_problem,
+    step_problem,
+)
 from airflow_metric_gate.records import Record, read_record
-from airflow_metric_gate.selection import Selection, select_steps
+from airflow_metric_gate.selection import LAST_STEP, Selection, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, ValueRow
+from airflow_metric_gate.store.base import PROVENANCE_COLUMNS
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict
 
 SELECTION_PAYLOAD_VERSION = 1
@@ -167,6 +179,39 @@ def _declaration_summary(d: GateDeclaration) -> dict:
     }
 
 
+def check_run(identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selection] = ()) -> None:
+    """Check every key, step and date of a run against the limits (:mod:`~airflow_metric_gate.limits`).
+
+    :param identity: the series identity.
+    :param run: the run.
+    :param selections: the selected values.
+    :raises StoreInputError: naming the first value over a limit; nothing was written.
+    """
+    names = [("series", identity.series), ("backend", identity.backend), ("suite", identity.suite),
+             ("run id", run.run_id)]
+    names += [(k, run.provenance[k]) for k in PROVENANCE_COLUMNS if isinstance(run.provenance.get(k), str)]
+    for what, value in names:
+        problem = key_problem(value, MAX_NAME_BYTES)
+        if problem:
+            raise StoreInputError(f"{what} {value!r} {problem}; nothing was written")
+    problem = logical_date_problem(run.logical_date)
+    if problem:
+        raise StoreInputError(f"{problem}; nothing was written")
+    for s in selections:
+        d = s.declaration
+        for what, value, limit in (("metric_key", d.metric_key, MAX_METRIC_KEY_BYTES),
+                                   ("steps_key", d.steps_key, MAX_STEPS_KEY_BYTES),
+                                   ("constraint_key", d.constraint_key, MAX_CONSTRAINT_KEY_BYTES)):
+            problem = key_problem(value, limit)
+            if problem:
+                raise StoreInputError(f"{what} {value[:80]!r} {problem}; nothing was written")
+        for steps in (s.steps, s.at_steps):
+            known = steps if None not in steps else [k for k in steps if k is not None]
+            if known and (min(known) < LAST_STEP or max(known) > MAX_STEP):
+                bad = next(k for k in known if k != LAST_STEP and step_problem(k))
+                raise StoreInputError(f"{d.metric_key!r}: step {step_problem(bad)}; nothing was written")
+
+
 def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selection]) -> dict:
     """Write a run (status ``pending``) and one row per selected (metric, step), atomically.
 
@@ -178,7 +223,10 @@ def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selectio
     :param selections: from :func:`select`.
     :return: ``{"run_id", "rows", "errors", "declarations"}``; with no declarations nothing is
         stored (a run with no declarations is trusted and stores nothing).
+    :raises StoreInputError: a key, step or date is over its limit (:func:`check_run`); nothing
+        was written.
     """
+    check_run(identity, run, selections)
     if not selections:
         return {"run_id": run.run_id, "rows": 0, "errors": 0, "declarations": 0}
     values: list[ValueRow] = []
@@ -204,6 +252,26 @@ def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selectio
 
 
 # -- evaluate ----------------------------------------------------------------------------------
+
+
+def check_evaluate_options(
+    *, history_limit: int = DEFAULT_HISTORY_LIMIT, min_history: int = DEFAULT_MIN_HISTORY, aggregate: str = "mean",
+    **_: Any,
+) -> None:
+    """Check the options of :func:`evaluate` (what :func:`run_gate` does before it writes anything).
+
+    :param history_limit: from 1 to :data:`~airflow_metric_gate.limits.MAX_HISTORY_LIMIT`.
+    :param min_history: >= 0.
+    :param aggregate: ``mean`` or ``median``.
+    :raises StoreInputError: an option is out of range.
+    """
+    if aggregate not in AGGREGATES:
+        raise StoreInputError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
+    problem = history_limit_problem(history_limit)
+    if problem:
+        raise StoreInputError(problem)
+    if type(min_history) is not int or min_history < 0:
+        raise StoreInputError(f"min_history must be an integer >= 0, got {min_history!r}")
 
 
 def evaluate(
@@ -235,10 +303,7 @@ def evaluate(
     :param record: mark the run trusted or untrusted; ``False`` only rebuilds the verdict (read-only).
     :return: the verdict (SPEC 10).
     """
-    if aggregate not in AGGREGATES:
-        raise StoreInputError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
-    if history_limit < 1 or min_history < 0:
-        raise StoreInputError("history_limit must be >= 1 and min_history >= 0")
+    check_evaluate_options(history_limit=history_limit, min_history=min_history, aggregate=aggregate)
     run = store.get_run(run_id)
     if run is None:
         raise StoreInputError(f"the metric store has no run {run_id!r}; persist it before evaluating")
@@ -326,11 +391,13 @@ def run_gate(
     identity: SeriesIdentity,
     run: RunInfo,
     format: str = "series",
+    on_skipped: Callable[[list[tuple[str, str]]], None] | None = None,
+    on_stored: Callable[[str], None] | None = None,
     **evaluate_kwargs: Any,
 ) -> dict:
     """Run all four stages in one process (what ``metric-gate run`` does).
 
-    Bad input (record or declarations) raises before anything is written.
+    Bad input (record, declarations, keys, steps, dates, options) raises before anything is written.
 
     :param store: the metric store.
     :param record: the record location.
@@ -338,10 +405,20 @@ def run_gate(
     :param identity: the series identity.
     :param run: the run being gated.
     :param format: the record format.
+    :param on_skipped: called with the entries of a record directory that were skipped, as
+        ``(path, reason)`` pairs, when there are any.
+    :param on_stored: called with the run id once the run is stored (still ``pending``).
     :param evaluate_kwargs: passed to :func:`evaluate`.
     """
-    selections = select(ingest(record, format=format), declarations)
+    check_evaluate_options(**evaluate_kwargs)
+    check_run(identity, run)
+    ingested = ingest(record, format=format)
+    if ingested.skipped and on_skipped is not None:
+        on_skipped(ingested.skipped)
+    selections = select(ingested, declarations)
     if not selections:
         return empty_verdict(identity, run, enforce=bool(evaluate_kwargs.get("enforce")))
     persist(store, identity, run, selections)
+    if on_stored is not None:
+        on_stored(run.run_id)
     return evaluate(store, run.run_id, **evaluate_kwargs)

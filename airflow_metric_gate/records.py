@@ -8,9 +8,11 @@ and merges everything into one :class:`Record`.  Any structural problem raises
 
 from __future__ import annotations
 
+import errno
 import gc
 import json
 import os
+import stat
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,15 +52,20 @@ class Record:
         a value is whatever the record held (numbers, non-finite floats, or non-numeric values
         that step selection drops).
     :param sources: the files read, in read order.
+    :param skipped: the entries of a record directory that were not read, as ``(path, reason)``.
     """
 
-    __slots__ = ("metrics", "sources")
+    __slots__ = ("metrics", "sources", "skipped")
 
     def __init__(
-        self, metrics: dict[str, list[Point]] | None = None, sources: list[str] | None = None
+        self,
+        metrics: dict[str, list[Point]] | None = None,
+        sources: list[str] | None = None,
+        skipped: list[tuple[str, str]] | None = None,
     ) -> None:
         self.metrics: dict[str, list[Point]] = metrics if metrics is not None else {}
         self.sources: list[str] = sources if sources is not None else []
+        self.skipped: list[tuple[str, str]] = skipped if skipped is not None else []
 
     def __contains__(self, metric: object) -> bool:
         return metric in self.metrics
@@ -88,7 +95,7 @@ def is_data_file_name(name: str) -> bool:
 
     :param name: the file name.
     """
-    return not name.startswith((".", "_")) and not name.endswith(".tmp")
+    return skip_reason(name) is None
 
 
 def _as_path(location: Any) -> Any:
@@ -110,14 +117,93 @@ def _as_path(location: Any) -> Any:
     return location
 
 
-def _data_files(path: Any) -> tuple[list[Any], bool]:
-    """Return the files to read and whether ``path`` is a directory."""
+def skip_reason(name: str) -> str | None:
+    """Return why a record directory entry is skipped by its name, or ``None`` when it is read.
+
+    :param name: the file name.
+    """
+    if name.startswith("."):
+        return "hidden file: the name starts with '.'"
+    if name.startswith("_"):
+        return "marker file: the name starts with '_'"
+    if name.endswith(".tmp"):
+        return "temporary file: the name ends with '.tmp'"
+    return None
+
+
+_SPECIAL_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def _local_path(path: Any) -> Path | None:
+    """The local file system path of ``path``, or ``None`` for object storage."""
+    protocol = getattr(path, "protocol", None)
+    if protocol is None:
+        return path if isinstance(path, Path) else None
+    if protocol in ("", "file", "local") and isinstance(getattr(path, "path", None), str):
+        return Path(path.path)
+    return None
+
+
+def _local_kind(path: Path) -> str:
+    """Classify a local path without opening it: ``file``, ``dir``, or raise naming what is wrong."""
     try:
-        if not path.exists():
-            raise RecordError("no such file or directory", path=str(path))
-        if not path.is_dir():
-            return [path], False
-        children = [c for c in path.iterdir() if is_data_file_name(c.name) and c.is_file()]
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise RecordError("broken symbolic link: its target does not exist", path=str(path)) from None
+        raise RecordError("no such file or directory", path=str(path)) from None
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise RecordError("symbolic link loop: the link never reaches a file", path=str(path)) from None
+        raise RecordError(f"cannot read: {err.strerror or err}", path=str(path)) from err
+    if stat.S_ISREG(mode):
+        return "file"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "a special file")
+    raise RecordError(f"not a regular file ({kind}); a record is a file or a directory of files", path=str(path))
+
+
+def _data_files(path: Any) -> tuple[list[Any], bool, list[tuple[str, str]]]:
+    """Return the files to read, whether ``path`` is a directory, and the entries skipped.
+
+    Local paths are classified with ``stat`` before anything is opened: FIFOs, sockets, devices,
+    broken symbolic links and link loops are errors, in a directory too (a data file that cannot
+    be read would leave the record incomplete).  Subdirectories and names skipped by
+    :func:`skip_reason` are reported as skipped.
+    """
+    local = _local_path(path) is not None
+    skipped: list[tuple[str, str]] = []
+    try:
+        if local:
+            if _local_kind(_local_path(path)) == "file":
+                return [path], False, skipped
+        else:
+            if not path.exists():
+                raise RecordError("no such file or directory", path=str(path))
+            if not path.is_dir():
+                return [path], False, skipped
+        children = []
+        for child in path.iterdir():
+            reason = skip_reason(child.name)
+            if reason is None:
+                if local:
+                    kind = _local_kind(_local_path(child))
+                else:
+                    kind = "dir" if child.is_dir() else "file" if child.is_file() else ""
+                if kind == "dir":
+                    reason = "a directory: only the files directly inside the record directory are read"
+                elif kind != "file":
+                    reason = "neither a file nor a directory"
+            if reason is None:
+                children.append(child)
+            else:
+                skipped.append((str(child), reason))
     except OSError as err:
         raise RecordError(f"cannot read: {err}", path=str(path)) from err
     if not children:
@@ -125,7 +211,8 @@ def _data_files(path: Any) -> tuple[list[Any], bool]:
             "directory holds no record file (names starting with '.' or '_' and *.tmp files are skipped)",
             path=str(path),
         )
-    return sorted(children, key=lambda c: c.name), True
+    skipped.sort()
+    return sorted(children, key=lambda c: c.name), True, skipped
 
 
 def _json_error(err: ValueError) -> str:
@@ -144,6 +231,11 @@ def _loaded_lines(fh: Any, name: str, load_line: Any) -> Iterator[Any]:
             if not raw.strip():
                 continue
             raise RecordError(_json_error(err), path=name, line=lineno) from None
+        except RecursionError:
+            raise RecordError(
+                "not valid JSON: nested too deeply for the JSON parser (a record line nests 3 levels)",
+                path=name, line=lineno,
+            ) from None
         try:
             loaded = load_line(obj, may_hold_markers(raw))
         except ValidationError as err:
@@ -202,8 +294,11 @@ def _sort_by_step(points: list[Point]) -> None:
 def read_record(location: Any, *, format: str = "series") -> Record:
     """Read a record file, or merge a directory of record files.
 
-    In a directory, files are read in sorted name order, skipping ``*.tmp`` files and names that
-    start with ``.`` or ``_`` (such as the ``_SUCCESS`` completion marker).  The points of a
+    In a directory, files are read in sorted name order, skipping ``*.tmp`` files, names that
+    start with ``.`` or ``_`` (such as the ``_SUCCESS`` completion marker) and subdirectories; the
+    skipped entries are listed in :attr:`Record.skipped`.  A FIFO, socket or device, a broken
+    symbolic link or a link loop (as the record or in its directory) is an error, found before
+    anything is opened.  The points of a
     metric found in several files are concatenated, then stably sorted by step with ``null``
     steps last; metrics keep first-seen order.  In a single file a metric written on several
     lines is concatenated in line order.
@@ -216,7 +311,8 @@ def read_record(location: Any, *, format: str = "series") -> Record:
         or a pathlib-like object such as ``airflow.sdk.ObjectStoragePath``.
     :param format: ``"series"`` (one ``{"metric": ..., "series": [[step, value], ...]}`` line per
         metric) or ``"rows"`` (one ``{"step": ..., "<metric>": value, ...}`` line per step).
-    :raises RecordError: naming the file and line of the first problem.
+    :raises RecordError: naming the file and line of the first problem (steps above 2**63 - 1
+        and lines nested too deeply for the JSON parser included).
     """
     if format == "series":
         read_lines = _read_series
@@ -225,7 +321,7 @@ def read_record(location: Any, *, format: str = "series") -> Record:
     else:
         raise RecordError(f"unknown record format {format!r} (expected one of: {', '.join(RECORD_FORMATS)})")
     path = _as_path(location)
-    files, is_directory = _data_files(path)
+    files, is_directory, skipped = _data_files(path)
     metrics: dict[str, list[Point]] = {}
     sources: list[str] = []
     lines = 0
@@ -243,5 +339,5 @@ def read_record(location: Any, *, format: str = "series") -> Record:
     if is_directory:
         for points in metrics.values():
             _sort_by_step(points)
-    return Record(metrics, sources)
+    return Record(metrics, sources, skipped)
 

@@ -84,13 +84,24 @@ _step = itemgetter(0)
 _value = itemgetter(1)
 
 
+def _as_float(value: float) -> float:
+    """``float(value)``, with an integer beyond the float range as an infinity of its sign."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _numeric_points(points: list[tuple[int | None, object]]) -> list[tuple[int | None, float]]:
     kinds = set(map(type, map(_value, points)))
     if kinds == {float}:  # the common case: nothing to drop, nothing to convert
         return points  # type: ignore[return-value]
-    if kinds <= _NUMBER_TYPES:
-        return [(step, float(value)) for step, value in points]
-    return [(step, float(value)) for step, value in points if is_numeric(value)]
+    try:
+        if kinds <= _NUMBER_TYPES:
+            return [(step, float(value)) for step, value in points]
+        return [(step, float(value)) for step, value in points if is_numeric(value)]
+    except OverflowError:  # an integer beyond the float range: not finite, like 1e400
+        return [(step, _as_float(value)) for step, value in points if is_numeric(value)]
 
 
 def _fmt_step(step: int | None) -> str:

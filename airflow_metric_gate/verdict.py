@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES, Result
+from airflow_metric_gate.printable import printable, printable_copy
 
 VERDICT_SCHEMA = "airflow-metric-gate/verdict/v1"
 DEFAULT_MAX_RESULTS = 200
@@ -231,7 +232,10 @@ def summary_line(verdict: dict) -> str:
     """Return the one greppable line that sums a verdict up.
 
     ``metric-gate: <series> run <id>: TRUSTED|NOT-TRUSTED (<n> results, <f> fail, <e> error)``
+
+    Control characters in names are escaped (:func:`~airflow_metric_gate.printable.printable`).
     """
+    verdict = printable_copy(verdict)
     counts = verdict["counts"]
     total = sum(counts.values())
     state = "TRUSTED" if verdict["trusted"] else "NOT-TRUSTED"
@@ -341,11 +345,15 @@ def render_table(verdict: dict, *, table_rows: int | None = DEFAULT_TABLE_ROWS, 
     one, at most ``table_rows`` results, worst first (FAILs by distance, then ERROR, INACTIVE,
     PASS), followed by a ``... N more result(s) of <metric> not shown`` line when some are left out.
 
+    Control characters in keys, names and reasons are escaped
+    (:func:`~airflow_metric_gate.printable.printable`): a key cannot start a line of its own.
+
     :param verdict: a verdict from :func:`build_verdict`.
     :param table_rows: at most this many rows per declaration; ``None`` or 0: no limit.
     :param fails: whether enforced FAIL/ERROR results fail this run where it is rendered
         (``False`` for a shadow run in Airflow, which reports them only).
     """
+    verdict = printable_copy(verdict)
     head = (
         f"metric-gate verdict for series {verdict['series']} ({verdict['backend']}, {verdict['suite']}), "
         f"run {verdict['run_id']}, role {verdict['role']}, logical date {verdict['logical_date']}"
@@ -429,7 +437,7 @@ def render_report(
     :param where: lines saying where the full verdict is.
     """
     return Report(
-        summary=tuple(summary_entry_line(entry) for entry in verdict.get("summary", ())),
+        summary=tuple(printable(summary_entry_line(entry)) for entry in verdict.get("summary", ())),
         grep_line=summary_line(verdict),
         table=render_table(verdict, table_rows=table_rows, fails=fails),
         where=tuple(where),

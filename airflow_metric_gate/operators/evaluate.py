@@ -18,6 +18,7 @@ from airflow_metric_gate.operators._shared import (
     upstream_value,
 )
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, empty_verdict, evaluate
+from airflow_metric_gate.printable import printable
 from airflow_metric_gate.verdict import (
     DEFAULT_MAX_RESULTS,
     DEFAULT_TABLE_ROWS,
@@ -46,7 +47,7 @@ def _describe(result: Mapping[str, Any]) -> str:
     where = result["metric_key"]
     if result.get("step") is not None:
         where += f" step {result['step']}" if result["step"] != -1 else " (last)"
-    return f"{result['status']} {where}: {result.get('reason') or ''}".rstrip(": ")
+    return printable(f"{result['status']} {where}: {result.get('reason') or ''}".rstrip(": "))
 
 
 def _xcom_location(ti: Any) -> str:

@@ -10,7 +10,11 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.pipeline import ingest
+from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import RECORD_FORMATS, RecordError
+
+#: At most this many skipped entries of a record directory are logged one by one.
+_SKIPS_LOGGED = 50
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -33,10 +37,12 @@ class IngestRecordOperator(BaseOperator):
 
     The record (a JSON Lines file, or a directory of them) is read from a local path or any Airflow
     object storage.  A malformed record fails the task without retries, naming file and line.
+    Entries of a record directory that are not read (marker, hidden and temporary files,
+    subdirectories) are logged one by one and counted in ``skipped``.
     The task's return value is a small summary for the next task, never the record itself::
 
         {"location": "s3://bucket/nightly/2026-11-30", "format": "series",
-         "metrics": 7, "points": 5120, "files": 8}
+         "metrics": 7, "points": 5120, "files": 8, "skipped": 1}
 
     :param location: the record location: local path or object-storage URI; ``None`` takes it from
         the only upstream task's XCom (e.g. :class:`TrainingOutputSensor`) (templated).
@@ -79,13 +85,18 @@ class IngestRecordOperator(BaseOperator):
         try:
             record = ingest(path, format=self.format)
         except RecordError as err:
-            raise AirflowFailException(f"bad training record {location}: {err}") from err
+            raise AirflowFailException(printable(f"bad training record {location}: {err}")) from err
+        for skipped, reason in record.skipped[:_SKIPS_LOGGED]:
+            self.log.info("Skipped %s: %s", printable(skipped), reason)
+        if len(record.skipped) > _SKIPS_LOGGED:
+            self.log.info("... and %s more skipped entries", len(record.skipped) - _SKIPS_LOGGED)
         summary = {
             "location": location,
             "format": self.format,
             "metrics": len(record),
             "points": record.point_count(),
             "files": len(record.sources),
+            "skipped": len(record.skipped),
         }
         self.log.info(
             "Record %s: %s metric(s), %s point(s) in %s file(s)",

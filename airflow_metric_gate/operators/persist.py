@@ -24,6 +24,7 @@ from airflow_metric_gate.pipeline import (
     payload_to_selection,
     persist,
 )
+from airflow_metric_gate.printable import printable
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -156,9 +157,9 @@ class PersistValuesOperator(BaseOperator):
         self.log.info(
             "Storing run %s of series %s (%s, %s) as %s, logical date %s",
             run.run_id,
-            identity.series,
-            identity.backend,
-            identity.suite,
+            printable(identity.series),
+            printable(identity.backend),
+            printable(identity.suite),
             run.role,
             run.logical_date.isoformat(),
         )

@@ -18,6 +18,7 @@ from airflow_metric_gate.declarations import (
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.operators.ingest import record_location
 from airflow_metric_gate.pipeline import ingest, select, selection_to_payload
+from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import RECORD_FORMATS, RecordError
 
 if TYPE_CHECKING:
@@ -94,7 +95,7 @@ class SelectStepsOperator(BaseOperator):
                 source = f"{self.dag_id}.{self.task_id}" if self.has_dag() else self.task_id
                 found.extend(resolve_declarations(self.gates, defaults=self.defaults, source=source))
         except DeclarationError as err:
-            raise AirflowFailException(f"invalid gate declarations: {err}") from err
+            raise AirflowFailException(printable(f"invalid gate declarations: {err}")) from err
         return found
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -116,11 +117,11 @@ class SelectStepsOperator(BaseOperator):
         try:
             record = ingest(ObjectStoragePath(location, conn_id=optional(self.storage_conn_id)), format=fmt)
         except RecordError as err:
-            raise AirflowFailException(f"bad training record {location}: {err}") from err
+            raise AirflowFailException(printable(f"bad training record {location}: {err}")) from err
         selections = select(record, declarations)
         for s in selections:
             if s.error is not None:
-                self.log.warning("%s: cannot select: %s", s.declaration.metric_key, s.error)
+                self.log.warning("%s: cannot select: %s", printable(s.declaration.metric_key), printable(s.error))
         self.log.info(
             "Selected %s value(s) for %s declaration(s), %s declaration error(s)",
             sum(len(s) for s in selections),

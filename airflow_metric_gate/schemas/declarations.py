@@ -15,6 +15,7 @@ from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validates_schema
 
+from airflow_metric_gate.limits import MAX_STEP
 from airflow_metric_gate.schemas.records import format_errors
 
 #: Constraint keys that set the upper end of the band.
@@ -43,13 +44,16 @@ def check_steps(value: object) -> str | None:
     if isinstance(value, str) and value in ("last", "all"):
         return None
     if isinstance(value, (list, tuple)) and value:
-        if all(type(k) is int and k >= 0 for k in value):
+        if all(type(k) is int and 0 <= k <= MAX_STEP for k in value):
             seen: set[int] = set()
             for k in value:
                 if k in seen:
                     return f"{STEPS_RULE}, got {value!r} (step {k} repeats)"
                 seen.add(k)
             return None
+        too_large = next((k for k in value if type(k) is int and k > MAX_STEP), None)
+        if too_large is not None:
+            return f"{STEPS_RULE}, each at most {MAX_STEP} (2**63 - 1), got {too_large}"
     return f"{STEPS_RULE}, got {value!r}"
 
 

@@ -23,6 +23,8 @@ from typing import Any
 
 from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, post_load
 
+from airflow_metric_gate.limits import MAX_STEP
+
 #: Strict-JSON markers of non-finite values, decoded in value position only.
 VALUE_MARKERS: dict[str, float] = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
 
@@ -52,7 +54,10 @@ def _kind(value: object) -> str:
 
 
 def _short(value: object, limit: int = 60) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<{_kind(value)} nested too deeply to show>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -70,12 +75,14 @@ def decode_value(value: object) -> object:
 
 
 def check_step(step: object) -> str | None:
-    """Return why ``step`` is not a valid step (an int >= 0 or ``None``), or ``None`` when it is.
+    """Return why ``step`` is not a valid step (an int from 0 to 2**63 - 1, or ``None``), or ``None``.
 
     :param step: the step as parsed from JSON.
     """
-    if step is None or (type(step) is int and step >= 0):
+    if step is None or (type(step) is int and 0 <= step <= MAX_STEP):
         return None
+    if type(step) is int and step > MAX_STEP:
+        return f"step must be at most {MAX_STEP} (2**63 - 1), got {_short(step)}"
     return f"step must be an integer >= 0 or null, got {_short(step)}"
 
 
@@ -116,7 +123,7 @@ def _fast_points(series: list, decode: bool = True) -> list[tuple[int | None, ob
         if not step_types <= _STEP_TYPES:
             return None
         steps = [s for s in steps if s is not None]
-    if steps and min(steps) < 0:
+    if steps and (min(steps) < 0 or max(steps) > MAX_STEP):
         return None
     if decode and str in set(map(type, map(_second, points))):
         points = [(s, VALUE_MARKERS.get(v, v)) if type(v) is str else (s, v) for s, v in points]
@@ -279,7 +286,7 @@ def load_rows_line(obj: object, decode: bool = True) -> tuple[int | None, Iterab
     """
     if type(obj) is dict and "step" in obj:
         step = obj["step"]
-        if step is None or (type(step) is int and step >= 0):
+        if step is None or (type(step) is int and 0 <= step <= MAX_STEP):
             del obj["step"]
             if not decode:
                 return step, obj.items()

@@ -70,8 +70,16 @@ _V1 = [
     "ON metric_values (metric_key, steps_key, constraint_key, step)",
 ]
 
-#: Every migration in order; version N is MIGRATIONS[N - 1].
-MIGRATIONS: list[list[str]] = [_V1]
+# Version 2: steps up to 2**63 - 1 on Postgres (SQLite's INTEGER is already 64-bit).  Rewrites
+# metric_values once, in the upgrade's transaction.
+_V2 = {
+    "postgres": ["ALTER TABLE metric_values ALTER COLUMN step TYPE BIGINT, ALTER COLUMN at_step TYPE BIGINT"],
+    "sqlite": [],
+}
+
+#: Every migration in order; version N is MIGRATIONS[N - 1]: statements for both dialects, or a
+#: dialect -> statements mapping where they differ.
+MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -82,4 +90,6 @@ def migration_statements(version: int, dialect: str) -> list[str]:
     :param dialect: ``"sqlite"`` or ``"postgres"``.
     """
     types = _TYPES[dialect]
-    return [stmt.format(**types) for stmt in MIGRATIONS[version - 1]]
+    migration = MIGRATIONS[version - 1]
+    statements = migration[dialect] if isinstance(migration, dict) else migration
+    return [stmt.format(**types) for stmt in statements]

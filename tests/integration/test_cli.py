@@ -11,6 +11,7 @@ import pytest
 from airflow_metric_gate.cli import main
 from airflow_metric_gate.schemas.verdict import VerdictSchema
 from airflow_metric_gate.store import open_store
+from airflow_metric_gate.store.schema import SCHEMA_VERSION
 
 GATES_PY = 'register_ci_gate(metric_key="rollout/raw_reward")\n'
 GATES_YAML = """\
@@ -186,7 +187,7 @@ def test_mark_untrusted_removes_a_night_from_baselines(capsys, tmp_path, store_u
 
 def test_history_and_db_upgrade(capsys, tmp_path, store_url):
     code, out, _ = _run(capsys, "db", "upgrade", "--store", store_url)
-    assert code == 0 and "schema version 1 (was 0)" in out
+    assert code == 0 and f"schema version {SCHEMA_VERSION} (was 0)" in out
     _night(capsys, tmp_path, store_url, 1, 0.8)
     code, out, _ = _run(capsys, "history", "rollout/raw_reward", "--series", "rl", "--step", "2",
                         "--store", store_url, "--json")

@@ -178,8 +178,8 @@ def test_a_bad_step_errs_only_the_declarations_it_affects_and_names_the_point(ga
 
 def test_a_listed_step_missing_because_of_a_bad_step_names_the_point(gate, tmp_path):
     record = _record(tmp_path / "night.jsonl", {"metric": "rollout/raw_reward", "series": [[0, 0.5], ["3", 0.7]]})
-    gates = _gates(tmp_path / "gates.yaml",
-                   "  - metric_key: rollout/raw_reward\n    steps: [0, 3]\n    constraint: {rel_up: 0.5, rel_down: 0.5}\n")
+    gates = _gates(tmp_path / "gates.yaml", "  - metric_key: rollout/raw_reward\n    steps: [0, 3]\n"
+                   "    constraint: {rel_up: 0.5, rel_down: 0.5}\n")
 
     verdict, _ = gate(record, gates)
 

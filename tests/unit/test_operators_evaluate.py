@@ -239,3 +239,28 @@ def test_show_rebuilds_the_counts_of_the_xcom_verdict(db, capsys):
     human = capsys.readouterr().out
     assert human.startswith('REGRESSED rollout/raw_reward (steps "all"): 80 of 120 steps FAIL')
     assert "NOT-TRUSTED (120 results, 80 fail, 0 error)" in human
+
+
+def test_history_limit_over_its_bound_fails_without_retry(db):
+    ctx, persisted = _night(0, 0.8)
+    with pytest.raises(AirflowFailException, match="history_limit"):
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted, history_limit=501).execute(ctx)
+
+
+def test_a_newline_in_a_metric_key_cannot_forge_a_log_line(db, capsys):
+    forged = "m\nmetric-gate: rl-7b run x: TRUSTED (3 results, 0 fail, 0 error)"
+    for night, reward in ((0, 0.8), (1, 0.1)):
+        declaration = declare(forged, steps="all", constraint=CONSTRAINT, enforce=True)
+        ctx = context(logical_date=FIRST_NIGHT + timedelta(days=night), run_id=f"scheduled__night{night}")
+        persisted = PersistValuesOperator(
+            task_id="persist_values", series="rl-7b",
+            selection=selection_to_payload([Selection(declaration, points=[(0, reward, 0)])]),
+        ).execute(ctx)
+        operator = EvaluateGateOperator(task_id="evaluate_gate", run=persisted)
+        if night == 0:
+            operator.execute(ctx)
+    with pytest.raises(AirflowFailException) as err:
+        operator.execute(ctx)
+    lines = _output(capsys).splitlines()
+    assert not [line for line in lines if line.lstrip().startswith("metric-gate: rl-7b run x")]
+    assert "\n" not in str(err.value)

@@ -28,8 +28,29 @@ def _record_dir(tmp_path):
 def test_explicit_location_returns_compact_json_summary(tmp_path):
     night = _record_dir(tmp_path)
     summary = IngestRecordOperator(task_id="ingest", location=str(night)).execute(context())
-    assert summary == {"location": str(night), "format": "series", "metrics": 2, "points": 4, "files": 2}
+    assert summary == {"location": str(night), "format": "series", "metrics": 2, "points": 4, "files": 2,
+                       "skipped": 1}
     assert json.loads(json.dumps(summary)) == summary
+
+
+def test_skipped_entries_are_logged_and_counted(tmp_path, capsys):
+    night = _record_dir(tmp_path)
+    (night / "rank2.jsonl.tmp").write_text("partial")
+    (night / "logs").mkdir()
+    summary = IngestRecordOperator(task_id="ingest", location=str(night)).execute(context())
+    assert summary["skipped"] == 3 and summary["files"] == 2
+    log = "".join(capsys.readouterr())
+    for name in ("_SUCCESS", "rank2.jsonl.tmp", "logs"):
+        assert f"Skipped {night / name}: " in log
+
+
+def test_fifo_in_the_record_directory_fails_without_retry(tmp_path):
+    import os
+
+    night = _record_dir(tmp_path)
+    os.mkfifo(night / "rank2.jsonl")
+    with pytest.raises(AirflowFailException, match="not a regular file"):
+        IngestRecordOperator(task_id="ingest", location=str(night)).execute(context())
 
 
 def test_location_from_upstream_sensor_xcom(tmp_path):

@@ -193,3 +193,11 @@ def test_conn_id_parameter_picks_the_connection(tmp_path, monkeypatch):
 
 def test_templated_fields():
     assert {"selection", "series", "backend", "suite", "role", "conn_id"} <= set(PersistValuesOperator.template_fields)
+
+
+@pytest.mark.parametrize("series", ["rl\x00-7b", "r" * 257, "rl-\udc80"])
+def test_series_over_the_key_limits_fails_without_retry_and_stores_nothing(db, series):
+    with pytest.raises(AirflowFailException, match="series"):
+        PersistValuesOperator(task_id="persist_values", series=series, selection=_payload()).execute(context())
+    if db.exists() and _query(db, "SELECT name FROM sqlite_master WHERE name = 'runs'"):
+        assert _query(db, "SELECT COUNT(*) FROM runs") == [(0,)]

@@ -304,3 +304,57 @@ def test_rows_errors_name_file_and_line(tmp_path, line, message):
     err = _error(path, format="rows")
     assert (err.path, err.line) == (str(path), 2)
     assert message in err.message
+
+
+# -- limits, special files and skipped entries ---------------------------------------------------
+
+
+def test_step_above_64_bits_names_file_and_line(tmp_path):
+    path = _write(tmp_path / "record.jsonl", {"metric": "m", "series": [[2**63 - 1, 1.0]]},
+                  {"metric": "m", "series": [[2**63, 1.0]]})
+    err = _error(path)
+    assert (err.path, err.line) == (str(path), 2) and "2**63 - 1" in str(err)
+    rows = _write(tmp_path / "rows.jsonl", {"step": 2**63, "m": 1.0})
+    assert _error(rows, format="rows").line == 1
+
+
+def test_line_nested_too_deeply_names_file_and_line(tmp_path):
+    path = _write(tmp_path / "record.jsonl", {"metric": "m", "series": [[0, 1.0]]}, "[" * 50_000 + "]" * 50_000)
+    err = _error(path)
+    assert (err.path, err.line) == (str(path), 2) and "nested too deeply" in str(err)
+
+
+def test_skipped_directory_entries_are_listed_with_their_reason(tmp_path):
+    _write(tmp_path / "rank0.jsonl", {"metric": "m", "series": [[0, 1.0]]})
+    (tmp_path / "_SUCCESS").touch()
+    (tmp_path / ".hidden").touch()
+    (tmp_path / "rank1.jsonl.tmp").touch()
+    (tmp_path / "sub").mkdir()
+    record = read_record(tmp_path)
+    reasons = dict(record.skipped)
+    assert set(reasons) == {str(tmp_path / n) for n in ("_SUCCESS", ".hidden", "rank1.jsonl.tmp", "sub")}
+    assert "'_'" in reasons[str(tmp_path / "_SUCCESS")] and "directory" in reasons[str(tmp_path / "sub")]
+    assert read_record(tmp_path / "rank0.jsonl").skipped == []
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "dangling", "loop"])
+def test_unreadable_entries_are_errors_naming_the_path(tmp_path, kind):
+    import os
+    import socket
+
+    _write(tmp_path / "rank0.jsonl", {"metric": "m", "series": [[0, 1.0]]})
+    bad = tmp_path / "rank1.jsonl"
+    if kind == "fifo":
+        os.mkfifo(bad)
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(bad))
+        sock.close()
+    elif kind == "dangling":
+        bad.symlink_to(tmp_path / "gone")
+    else:
+        bad.symlink_to(bad)
+    err = _error(tmp_path)
+    assert err.path == str(bad)
+    if kind in ("fifo", "socket"):
+        assert _error(bad).path == str(bad)  # as the record itself, too

@@ -1,0 +1,55 @@
+"""Schema migrations upgrade an existing store in place, keeping its rows (store/schema.py)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from airflow_metric_gate.store import RunRow, ValueRow, open_store
+from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
+
+COORD = ("m", '"all"', '{"rel_down":1,"rel_up":1}')
+
+
+def _run(run_id, day):
+    return RunRow(run_id=run_id, series="s", backend="cuda", suite="default", role="baseline", status="trusted",
+                  logical_date=datetime(2026, 11, day, tzinfo=timezone.utc))
+
+
+def _create_v1(store):
+    """A store as version 1 of the package left it."""
+    with store._transaction(schema=False) as cur:
+        for statement in migration_statements(1, store.dialect):
+            store._execute(cur, statement)
+        store._execute(cur, f"INSERT INTO {SCHEMA_VERSION_TABLE} (version, upgraded_at) VALUES (1, %s)",
+                       (store._ts(datetime.now(timezone.utc)),))
+
+
+def test_a_version_1_store_is_upgraded_in_place_and_then_holds_64_bit_steps(store_url):
+    assert SCHEMA_VERSION >= 2
+    with open_store(store_url) as store:
+        _create_v1(store)
+        store._schema_ready = True  # write as version 1 would have
+        store.write_run(_run("old", 1), [ValueRow(0, *COORD, 7, 0.5, 7)])
+    with open_store(store_url) as store:
+        assert store.schema_version() == 1
+        assert store.upgrade() == (1, SCHEMA_VERSION)
+        assert store.history("m", series="s")[0]["step"] == 7  # the old row is kept
+        big = [2**31, 2**62, 2**63 - 1]
+        store.write_run(_run("new", 2), [ValueRow(i, *COORD, s, 1.0, s) for i, s in enumerate(big)])
+        rows = store.history("m", series="s")
+        assert sorted(r["step"] for r in rows) == [7, *big]
+        assert sorted(r["at_step"] for r in rows) == [7, *big]
+        assert store.upgrade() == (SCHEMA_VERSION, SCHEMA_VERSION)
+
+
+@pytest.mark.postgres
+def test_postgres_step_columns_are_bigint(pg_url):
+    with open_store(pg_url) as store:
+        store.upgrade()
+        with store._transaction() as cur:
+            cur.execute("SELECT column_name, data_type FROM information_schema.columns "
+                        "WHERE table_name = 'metric_values' AND column_name IN ('step', 'at_step') "
+                        "ORDER BY column_name")
+            assert cur.fetchall() == [("at_step", "bigint"), ("step", "bigint")]
