@@ -649,7 +649,9 @@ def _literal(node: ast.AST) -> Any:
 def _ci_gate_calls(tree: ast.Module) -> list[ast.Call]:
     calls = []
     for statement in tree.body:
-        value = statement.value if isinstance(statement, (ast.Expr, ast.Assign, ast.AnnAssign)) else None
+        # Only bare expression statements count: `_ = register_ci_gate(...)` and annotated
+        # assignments are ignored, as the reference gate ignores them.
+        value = statement.value if isinstance(statement, ast.Expr) else None
         if (
             isinstance(value, ast.Call)
             and isinstance(value.func, ast.Name)
@@ -699,9 +701,10 @@ def _call_arguments(call: ast.Call, name: str) -> dict[str, Any]:
 def parse_ci_gates(path: Any, *, defaults: Mapping[str, Any] | None = None) -> list[GateDeclaration]:
     """Read the ``register_ci_gate(...)`` declarations of a Python test file, without executing it.
 
-    Only top-level calls of the bare name ``register_ci_gate`` count (as a statement or the value
-    of an assignment); calls inside functions, classes or conditionals and attribute calls such
-    as ``gates.register_ci_gate(...)`` are ignored.  Arguments must be keywords with literal
+    Only top-level calls of the bare name ``register_ci_gate`` written as expression statements
+    count; assigned calls (``_ = register_ci_gate(...)``, annotated assignments), calls inside
+    functions, classes or conditionals and attribute calls such as ``gates.register_ci_gate(...)``
+    are ignored.  Arguments must be keywords with literal
     values: constants, negative numbers, lists, and dicts with string keys and no key twice.
 
     :param path: the Python file: a path, a URI string, or a pathlib-like object.

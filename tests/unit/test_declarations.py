@@ -427,7 +427,10 @@ def test_ci_gates_are_read_from_top_level_bare_name_calls_only(tmp_path):
         from somewhere import register_ci_gate, registry
 
         register_ci_gate(metric_key="train/grad_norm")
-        gate = register_ci_gate(metric_key="m", steps=[2, 0], constraint={"rel_up": 1, "rel_down": 0.5})
+        register_ci_gate(metric_key="m", steps=[2, 0], constraint={"rel_up": 1, "rel_down": 0.5})
+        gate = register_ci_gate(metric_key="ignored/assigned", steps=oops())
+        _ = register_ci_gate(metric_key="ignored/underscore", steps=oops())
+        annotated: object = register_ci_gate(metric_key="ignored/annotated", steps=oops())
 
         def test_inside():
             register_ci_gate(metric_key="ignored/in_function", steps=oops())
