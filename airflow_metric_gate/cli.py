@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from airflow_metric_gate import __version__
-from airflow_metric_gate.declarations import DeclarationError, load_gates_file
+from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file
 from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.evaluation import AGGREGATES, DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.limits import (
@@ -246,7 +246,9 @@ def _check_names(args: argparse.Namespace) -> None:
 def _cmd_run(args: argparse.Namespace) -> int:
     _check_names(args)
     logical_date = _logical_date(args.logical_date)
-    declarations = load_gates_file(args.gates)
+    declarations, warnings = collapse_duplicates(load_gates_file(args.gates))
+    for warning in warnings:
+        print(printable(f"metric-gate: warning: {warning}"), file=sys.stderr)
     provenance = {k: v for k, v in (("commit_sha", args.commit), ("training_job_id", args.training_job_id)) if v}
     provenance["source"] = "cli"
     run = RunInfo(run_id=args.run_id or new_run_id(), role=args.role, logical_date=logical_date,

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
 
-from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
 from airflow_metric_gate.records import Record, gc_paused
 
 #: The step under which ``steps="last"`` values are stored, whatever their real step was.
@@ -182,22 +182,12 @@ def select_steps(record: Record, declarations: Iterable[GateDeclaration]) -> lis
     """Select values for every declaration, in declaration order.
 
     :param record: the ingested record.
-    :param declarations: resolved declarations; two declarations with the same coordinate key
-        (metric, steps literal and constraint literal) are rejected because they would store the
-        same coordinate twice.
-    :raises ValueError: on a duplicated declaration.
+    :param declarations: resolved declarations; a coordinate declared twice (same metric, steps
+        literal and constraint literal) is selected once (:func:`collapse_duplicates`; callers
+        report its warnings).
+    :raises DeclarationError: a coordinate declared twice with different ``enforce`` or
+        ``allowlist_reason``.
     """
-    seen: dict[tuple[str, str, str], GateDeclaration] = {}
-    selections = []
+    unique, _warnings = collapse_duplicates(declarations)
     with gc_paused():  # selection builds one small tuple per value, none of them cyclic
-        for declaration in declarations:
-            key = (declaration.metric_key, declaration.steps_key, declaration.constraint_key)
-            if key in seen:
-                raise ValueError(
-                    f"gate for {declaration.metric_key!r} with steps {declaration.steps_key} and constraint "
-                    f"{declaration.constraint_key} is declared twice"
-                    + (f" ({seen[key].source} and {declaration.source})" if declaration.source else "")
-                )
-            seen[key] = declaration
-            selections.append(select_declaration(record, declaration))
-    return selections
+        return [select_declaration(record, declaration) for declaration in unique]

@@ -76,7 +76,7 @@ def via_operators(store_url, record, gates, monkeypatch, *, enforce=False):
 def gate(request, store_url, monkeypatch, capsys):
     """Run one night through the command line or the operators; return ``(verdict, messages)``.
 
-    ``messages`` is stderr (command line) or the log records (operators).
+    ``messages`` is stderr (command line) or the task log (operators).
     """
 
     def run(record, gates, *, enforce=False):
@@ -87,7 +87,8 @@ def gate(request, store_url, monkeypatch, capsys):
         caplog = request.getfixturevalue("caplog")
         caplog.set_level(logging.INFO)
         verdict = via_operators(store_url, record, gates, monkeypatch, enforce=enforce)
-        return verdict, caplog.text
+        out, err = capsys.readouterr()  # the task log, as Airflow's logging prints it here
+        return verdict, out + err + caplog.text
 
     run.kind = request.param
     return run
