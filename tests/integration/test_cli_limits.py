@@ -295,10 +295,10 @@ def test_broken_pipe_after_the_write_exits_per_the_verdict(tmp_path):
 def test_unexpected_error_exits_4_with_one_line_and_a_traceback_only_under_debug(capsys, tmp_path, monkeypatch):
     import airflow_metric_gate.cli as cli
 
-    def boom(verdict):
+    def boom(verdict, **kwargs):
         raise RuntimeError("table broke")
 
-    monkeypatch.setattr(cli, "render_table", boom)
+    monkeypatch.setattr(cli, "render_report", boom)
     record = _record(tmp_path, '{"metric": "m", "series": [[0, 1.0]]}\n')
     store_url = _sqlite(tmp_path)
     argv = ["run", record, "--gates", _gates(tmp_path), "--store", store_url, "--run-id", "r1"]
