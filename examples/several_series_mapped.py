@@ -1,8 +1,9 @@
 """One DAG gating several training series: a task group mapped over the series identities.
 
-Each series writes its night's record under ``<record_root>/<series>/<YYYY-MM-DD>``.  The task
-group (sensor, select, persist, evaluate) runs once per entry of ``SERIES``: one store run and one
-history per series identity, and one verdict per map index.  Adding a series is one more entry.
+Each series writes its night's record under ``<record_root>/<series>/<YYYY-MM-DD>``.  A first task
+lists the series identities with the night's record of each; the task group (sensor, select,
+persist, evaluate) is mapped over that list: one store run and one history per series identity,
+and one verdict per map index.  Adding a series is one more entry in ``SERIES``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pendulum
-from airflow.sdk import DAG, Param, task_group
+from airflow.sdk import DAG, Param, task, task_group
 
 from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
 from airflow_metric_gate.operators.persist import PersistValuesOperator
@@ -18,10 +19,10 @@ from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
 
 # [START identities]
-# One entry per training series: its identity, and where its nightly record lands.
+# One entry per training series: its identity (series, and suite; backend is the default "cuda").
 SERIES = [
-    {"series": "rl-7b", "suite": "nightly-8xh100", "record": "{{ params.record_root }}/rl-7b/{{ ds }}"},
-    {"series": "rl-70b", "suite": "nightly-64xh100", "record": "{{ params.record_root }}/rl-70b/{{ ds }}"},
+    {"series": "rl-7b", "suite": "nightly-8xh100"},
+    {"series": "rl-70b", "suite": "nightly-64xh100"},
 ]
 # [END identities]
 
@@ -44,6 +45,11 @@ with DAG(
     tags=["metric-gate"],
 ):
 
+    @task
+    def series_to_gate(record_root: str, night: str) -> list[dict]:
+        """Each series identity with the location of its record for the night."""
+        return [{**identity, "record": f"{record_root}/{identity['series']}/{night}"} for identity in SERIES]
+
     @task_group
     def gate_series(series: str, suite: str, record: str) -> None:
         wait = TrainingOutputSensor(task_id="wait_for_record", path=record, mode="reschedule", poke_interval=300,
@@ -53,5 +59,5 @@ with DAG(
                                         suite=suite, role="{{ params.role }}")
         EvaluateGateOperator(task_id="evaluate_gate", run=persist.output, enforce=True)
 
-    gate_series.expand_kwargs(SERIES)
+    gate_series.expand_kwargs(series_to_gate(record_root="{{ params.record_root }}", night="{{ ds }}"))
 # [END dag]

@@ -18,7 +18,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "several_series_cha
 DAG_ID = "gate_several_series_chains"
 REWARD = {"rl-7b": 0.8, "rl-70b": 0.3}  # far apart: each is a regression in the other's band
 SUITE = {"rl-7b": "nightly-8xh100", "rl-70b": "nightly-64xh100"}
-NIGHTS = ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04")
+NIGHTS = ("2026-11-01", "2026-11-02", "2026-11-03")
 
 
 def write_nights(root: Path, nights, reward, regressed: tuple[str, str] | None = None) -> None:
@@ -62,6 +62,7 @@ def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(airflow_env
         [{"dag_id": DAG_ID, "dag_file": dag_file, "logical_date": f"{night}T00:00:00+00:00",
           "conf": {"record_root": str(root), "role": "baseline"}} for night in NIGHTS],
         env={"AIRFLOW_CONN_METRIC_GATE_DB": pg_url},
+        timeout=1200,
     )
 
     for night, result in zip(NIGHTS[:-1], results):
@@ -81,10 +82,10 @@ def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(airflow_env
     good = last.xcom["evaluate_gate_rl-70b"]
     assert good["counts"] == {"PASS": 4, "FAIL": 0, "INACTIVE": 0, "ERROR": 0}
     bad = last.xcom["evaluate_gate_rl-7b"]
-    assert {(r["metric_key"], r["status"], r["n"]) for r in bad["results"]} == {("rollout/raw_reward", "FAIL", 3)}
+    assert {(r["metric_key"], r["status"], r["n"]) for r in bad["results"]} == {("rollout/raw_reward", "FAIL", 2)}
     assert {r["ref"] for r in bad["results"]} == {pytest.approx(REWARD["rl-7b"])}
 
     rows = query(pg_url, "SELECT series, status, COUNT(*) FROM runs GROUP BY series, status ORDER BY series, status")
-    assert rows == [("rl-70b", "trusted", 4), ("rl-7b", "trusted", 3), ("rl-7b", "untrusted", 1)]
+    assert rows == [("rl-70b", "trusted", 3), ("rl-7b", "trusted", 2), ("rl-7b", "untrusted", 1)]
     tasks = query(pg_url, "SELECT DISTINCT series, provenance::json->>'task_id' FROM runs ORDER BY 1")
     assert tasks == [("rl-70b", "persist_values_rl-70b"), ("rl-7b", "persist_values_rl-7b")]
