@@ -83,7 +83,7 @@ def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(airflow_env
     assert good["counts"] == {"PASS": 4, "FAIL": 0, "INACTIVE": 0, "ERROR": 0}
     bad = last.xcom["evaluate_gate_rl-7b"]
     assert {(r["metric_key"], r["status"], r["n"]) for r in bad["results"]} == {("rollout/raw_reward", "FAIL", 2)}
-    assert {r["ref"] for r in bad["results"]} == {pytest.approx(REWARD["rl-7b"])}
+    assert [r["ref"] for r in bad["results"]] == pytest.approx([REWARD["rl-7b"]] * 2)
 
     rows = query(pg_url, "SELECT series, status, COUNT(*) FROM runs GROUP BY series, status ORDER BY series, status")
     assert rows == [("rl-70b", "trusted", 3), ("rl-7b", "trusted", 2), ("rl-7b", "untrusted", 1)]
