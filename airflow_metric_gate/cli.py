@@ -26,7 +26,7 @@ from airflow_metric_gate.limits import (
     key_problem,
     logical_date_problem,
 )
-from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id, run_gate
+from airflow_metric_gate.pipeline import EarlierRunsPending, RunInfo, SeriesIdentity, new_run_id, run_gate
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import RecordError
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
@@ -108,6 +108,16 @@ def _table_rows(args: argparse.Namespace) -> int | None:
     return None if args.all else DEFAULT_TABLE_ROWS
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text!r}")
+    return value
+
+
 def _store_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--store",
@@ -151,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-results", type=_non_negative, default=DEFAULT_MAX_RESULTS,
                      help=f"at most this many results in the verdict (default: {DEFAULT_MAX_RESULTS})")
     _table_rows_option(run)
+    run.add_argument("--wait", type=_seconds, default=0.0, metavar="SECONDS",
+                     help="wait up to SECONDS for earlier nights of the series that are stored but not judged "
+                     "yet (a backfill); default: do not wait, exit 3 naming them")
     run.add_argument("--commit", help="commit sha kept as provenance (mark-untrusted --commit finds it)")
     run.add_argument("--training-job-id", help="training job id kept as provenance")
 
@@ -255,16 +268,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
                   provenance=provenance)
     identity = SeriesIdentity(args.series, args.backend, args.suite)
     with open_store(args.store) as store:
-        verdict = run_gate(
-            store, record=args.record, declarations=declarations, identity=identity, run=run,
-            format=args.format, history_limit=args.history_limit, min_history=args.min_history,
-            aggregate=args.aggregate, enforce=args.enforce, all_results=args.all, max_results=args.max_results,
-            on_skipped=_report_skipped, on_stored=lambda run_id: setattr(args, "stored_run", run_id),
-        )
+        try:
+            verdict = run_gate(
+                store, record=args.record, declarations=declarations, identity=identity, run=run,
+                format=args.format, history_limit=args.history_limit, min_history=args.min_history,
+                aggregate=args.aggregate, enforce=args.enforce, all_results=args.all, max_results=args.max_results,
+                wait=args.wait, on_skipped=_report_skipped,
+                on_stored=lambda run_id: setattr(args, "stored_run", run_id),
+            )
+        except EarlierRunsPending as exc:
+            print(printable(f"metric-gate: not judged yet: {exc}"), file=sys.stderr)
+            print(
+                printable(
+                    f"metric-gate: this night's values are stored as pending; run the same command again with "
+                    f"--run-id {run.run_id} once those nights are judged (or add --wait SECONDS to wait for them). "
+                    "A night that will never be judged can be marked: metric-gate mark-untrusted --run-id <id>"
+                ),
+                file=sys.stderr,
+            )
+            return EXIT_STORE_UNAVAILABLE
     if args.json:
         _emit(json.dumps(verdict, indent=2))
     else:
-        _emit(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args)))
+        _emit(str(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args))))
     return EXIT_BLOCKED if verdict["blocking"] else EXIT_OK
 
 

@@ -12,7 +12,6 @@ absolute floor set that side.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
@@ -57,8 +56,21 @@ class Result:
     reason: str = ""
 
     def to_dict(self) -> dict:
-        """Return the result as a JSON-safe dict."""
-        return asdict(self)
+        """Return the result as a strict-JSON dict.
+
+        A number beyond the float range (a band edge of a huge reference) has no JSON spelling:
+        it becomes ``null`` and the reason says which field and which way it overflowed.
+        """
+        out = asdict(self)
+        notes = []
+        for name in ("current", "ref", "lo", "hi"):
+            x = out[name]
+            if x is not None and not math.isfinite(x):
+                out[name] = None
+                notes.append(f"{name} is beyond the float range ({x}), shown as null")
+        if notes:
+            out["reason"] = "; ".join([out["reason"], *notes] if out["reason"] else notes)
+        return out
 
 
 def band_limits(ref: float, params: tuple[float, float, float, float]) -> tuple[float, float]:
@@ -126,16 +138,29 @@ def compute_band(ref: float, constraint: Mapping[str, float]) -> Band:
 def reference(values: Sequence[float], aggregate: str = "mean") -> float:
     """Return the baseline reference of some history values.
 
-    The mean uses an exactly rounded sum, so the answer does not depend on the order the store
-    returned the values in.
+    The mean uses an exactly rounded sum (``math.fsum``), so the answer does not depend on the
+    order the store returned the values in, nor on the store.
 
-    :param values: the baseline values (non-empty).
+    :param values: the baseline values (non-empty, finite).
     :param aggregate: ``"mean"`` (default) or ``"median"``.
+    :raises OverflowError: the sum of the values is beyond the float range (the message says so).
     """
     if aggregate == "mean":
-        return math.fsum(values) / len(values)
+        try:
+            return math.fsum(values) / len(values)
+        except OverflowError:
+            raise OverflowError(
+                f"the sum of the {len(values)} baseline value(s) is beyond the float range "
+                "(overflow); no mean can be computed"
+            ) from None
     if aggregate == "median":
-        return float(statistics.median(values))
+        ordered = sorted(values)
+        mid = len(ordered) // 2
+        if len(ordered) % 2:
+            return float(ordered[mid])
+        lo, hi = ordered[mid - 1], ordered[mid]
+        middle = (lo + hi) / 2
+        return middle if math.isfinite(middle) else lo / 2 + hi / 2
     raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,8 +43,8 @@ from airflow_metric_gate.limits import (
 )
 from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.selection import LAST_STEP, Selection, select_steps
-from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, ValueRow
-from airflow_metric_gate.store.base import PROVENANCE_COLUMNS
+from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
+from airflow_metric_gate.store.base import PROVENANCE_COLUMNS, WindowRun
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict
 
 SELECTION_PAYLOAD_VERSION = 1
@@ -251,6 +252,80 @@ def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selectio
     return {"run_id": run.run_id, "rows": rows, "errors": len(errors), "declarations": len(selections)}
 
 
+# -- judging nights in date order ----------------------------------------------------------------
+
+#: How many pending nights a message spells out (the rest are counted).
+MESSAGE_NIGHTS = 10
+
+
+def describe_runs(runs: Sequence[WindowRun]) -> str:
+    """Name runs by logical date and store run id (and Airflow run id when known), oldest first.
+
+    :param runs: e.g. :attr:`~airflow_metric_gate.store.base.HistoryWindow.pending`.
+    """
+    names = []
+    for r in runs[:MESSAGE_NIGHTS]:
+        airflow = f", Airflow run {r.airflow_run_id}" if r.airflow_run_id else ""
+        names.append(f"{r.logical_date.isoformat()} (store run {r.run_id}{airflow})")
+    more = len(runs) - len(names)
+    return ", ".join(names) + (f" and {more} more" if more > 0 else "")
+
+
+class EarlierRunsPending(StoreUnavailable):
+    """A run cannot be judged yet: earlier nights in its history window are still ``pending``.
+
+    Retrying later succeeds once they are judged (or marked), hence a :class:`StoreUnavailable`.
+
+    :param run_id: the store run id that waits.
+    :param pending: the earlier runs it waits for, oldest first.
+    :param waited: how many seconds it already waited, if it did.
+    """
+
+    def __init__(self, run_id: str, pending: Sequence[WindowRun], waited: float | None = None) -> None:
+        self.run_id = run_id
+        self.pending = list(pending)
+        self.waited = waited
+        after = f" after waiting {waited:g} s" if waited else ""
+        super().__init__(
+            f"run {run_id} is not judged{after}: {len(self.pending)} earlier night(s) of its history "
+            f"window are still pending (stored, not judged yet): {describe_runs(self.pending)}"
+        )
+
+
+def wait_for_earlier_runs(
+    store: MetricStore,
+    run_id: str,
+    *,
+    history_limit: int = DEFAULT_HISTORY_LIMIT,
+    timeout: float = 0.0,
+    poll: float = 1.0,
+    sleep: Any = time.sleep,
+    clock: Any = time.monotonic,
+) -> None:
+    """Return once no earlier night in the run's history window is ``pending``.
+
+    A night is judged against the history window of :meth:`MetricStore.history_window`; while a
+    run in that window is still pending it might yet become trusted, so judging now would read too
+    little history (a backfill runs many nights at once).
+
+    :param store: the metric store.
+    :param run_id: the store run id about to be judged.
+    :param history_limit: the baseline's history limit (the window's size).
+    :param timeout: how long to poll, in seconds; 0 checks once.
+    :param poll: seconds between two checks.
+    :raises EarlierRunsPending: earlier nights are still pending when the time is up.
+    """
+    deadline = clock() + timeout
+    while True:
+        pending = store.history_window(run_id, history_limit).pending
+        if not pending:
+            return
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise EarlierRunsPending(run_id, pending, waited=timeout)
+        sleep(min(poll, remaining))
+
+
 # -- evaluate ----------------------------------------------------------------------------------
 
 
@@ -307,35 +382,38 @@ def evaluate(
     run = store.get_run(run_id)
     if run is None:
         raise StoreInputError(f"the metric store has no run {run_id!r}; persist it before evaluating")
-    by_sums = aggregate == "mean"
-    current, history = store.run_values_and_baselines(run_id, history_limit, sums=by_sums)
+    current, history = store.run_values_and_baselines(run_id, history_limit)
     gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
 
     counts = {status: 0 for status in STATUSES}
     per_gate = {key: {status: 0 for status in STATUSES} for key in gates}  # for the verdict's summary
     params = {key: constraint_params(gate["constraint"]) for key, gate in gates.items()}
     ordered: list[tuple[int, Result, dict]] = []  # the results the verdict lists, with their gates
+    no_values: list[float] = []
     for v in current:
         key = (v.metric_key, v.steps_key, v.constraint_key)
-        if by_sums:
-            n, total = history.get(v.ordinal, (0, 0.0))
-            found = {"baseline": (n, total / n if n else None)}
-            ref = found["baseline"][1]
-        else:
-            values = history.get(v.ordinal, ())
-            n = len(values)
-            found = {"history": values}
-            ref = reference(values, aggregate) if n else None
-        status = quick_status(v.value, n, ref, params[key], min_history)
+        values = history.get(v.ordinal, no_values)
+        n = len(values)
+        ref = overflow = None
+        if n and n >= min_history:
+            try:
+                ref = reference(values, aggregate)
+            except OverflowError as exc:
+                overflow = str(exc)
+        status = ERROR if overflow else quick_status(v.value, n, ref, params[key], min_history)
         counts[status] += 1
         per_gate[key][status] += 1
-        if status == FAIL or all_results:
+        if status in (FAIL, ERROR) or all_results:
             gate = gates[key]
-            result = evaluate_value(
-                metric_key=v.metric_key, steps_key=v.steps_key, constraint_key=v.constraint_key, step=v.step,
-                at_step=v.at_step, current=v.value, constraint=gate["constraint"], min_history=min_history,
-                aggregate=aggregate, **found,
-            )
+            if overflow:
+                result = Result(v.metric_key, v.steps_key, v.constraint_key, v.step, v.at_step, ERROR,
+                                current=v.value, n=n, reason=overflow)
+            else:
+                result = evaluate_value(
+                    metric_key=v.metric_key, steps_key=v.steps_key, constraint_key=v.constraint_key, step=v.step,
+                    at_step=v.at_step, current=v.value, constraint=gate["constraint"], min_history=min_history,
+                    aggregate=aggregate, baseline=(n, ref),
+                )
             ordered.append((v.ordinal, result, gate))
     for e in run.selection_errors:
         key = (e["metric_key"], e["steps_key"], e["constraint_key"])
@@ -391,6 +469,7 @@ def run_gate(
     identity: SeriesIdentity,
     run: RunInfo,
     format: str = "series",
+    wait: float = 0.0,
     on_skipped: Callable[[list[tuple[str, str]]], None] | None = None,
     on_stored: Callable[[str], None] | None = None,
     **evaluate_kwargs: Any,
@@ -398,6 +477,9 @@ def run_gate(
     """Run all four stages in one process (what ``metric-gate run`` does).
 
     Bad input (record, declarations, keys, steps, dates, options) raises before anything is written.
+    The run is judged only once no earlier night of its history window is pending (see
+    :func:`wait_for_earlier_runs`); if some still are after ``wait`` seconds, the run stays stored as
+    ``pending`` and :class:`EarlierRunsPending` is raised (running again with the same run id judges it).
 
     :param store: the metric store.
     :param record: the record location.
@@ -405,6 +487,7 @@ def run_gate(
     :param identity: the series identity.
     :param run: the run being gated.
     :param format: the record format.
+    :param wait: seconds to wait for earlier pending nights to be judged (0: check once).
     :param on_skipped: called with the entries of a record directory that were skipped, as
         ``(path, reason)`` pairs, when there are any.
     :param on_stored: called with the run id once the run is stored (still ``pending``).
@@ -421,4 +504,6 @@ def run_gate(
     persist(store, identity, run, selections)
     if on_stored is not None:
         on_stored(run.run_id)
+    history_limit = evaluate_kwargs.get("history_limit", DEFAULT_HISTORY_LIMIT)
+    wait_for_earlier_runs(store, run.run_id, history_limit=history_limit, timeout=wait)
     return evaluate(store, run.run_id, **evaluate_kwargs)

@@ -292,7 +292,7 @@ def summary_entry_line(entry: Mapping) -> str:
     counts = entry["counts"]
     worst = entry["worst"]
     if worst is None:
-        return f"ERROR {name}: {entry['error']}"
+        return printable(f"ERROR {name}: {entry['error']}")
     steps = counts[PASS] + counts[FAIL] + counts[INACTIVE]
     parts = [f"{counts[FAIL]} of {steps} {'step' if steps == 1 else 'steps'} FAIL"]
     first, last = entry["first_failing_step"], entry["last_failing_step"]
@@ -307,7 +307,7 @@ def summary_entry_line(entry: Mapping) -> str:
     )
     if counts[ERROR]:
         parts.append(f"{counts[ERROR]} ERROR: {entry['error']}")
-    return f"REGRESSED {name}: " + ", ".join(parts)
+    return printable(f"REGRESSED {name}: " + ", ".join(parts))
 
 
 def _result_distance(result: Mapping) -> float:

@@ -5,6 +5,7 @@ target.  The script builds its own data (a fresh Postgres database, dropped afte
 SQLite files), prints a table and writes the figures as JSON.
 
     python benchmarks/run.py                 # full scale (100,000 coordinates, 30/60/120 nights)
+    python benchmarks/run.py --scale medium  # 25,000 coordinates, 30/60 nights (the growth figure: 60 vs 30)
     python benchmarks/run.py --scale smoke   # seconds; what CI runs (no targets judged)
 
 Postgres comes from ``--pg-url`` / ``METRIC_GATE_BENCH_PG_URL`` (default: the local server).
@@ -40,6 +41,8 @@ from airflow_metric_gate.store.postgres import PostgresStore, copy_payload
 SCALES = {
     "full": {"points": 100_000, "metrics": 100, "coords": 100_000, "nights": (30, 60, 120), "repeat": 3,
              "per_coord_sample": None},
+    "medium": {"points": 25_000, "metrics": 25, "coords": 25_000, "nights": (30, 60), "repeat": 3,
+               "per_coord_sample": None},
     "smoke": {"points": 2_000, "metrics": 10, "coords": 2_000, "nights": (3, 6, 12), "repeat": 1,
               "per_coord_sample": None},
 }

@@ -11,6 +11,7 @@ from airflow.sdk import BaseHook, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.store import MetricStore, StoreError, StoreInputError, StoreUnavailable, open_store
+from airflow_metric_gate.store.urls import scrub
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
@@ -82,10 +83,12 @@ def open_metric_store(conn_id: str) -> MetricStore:
     try:
         connection = BaseHook.get_connection(conn_id)
     except Exception as err:
+        text = " ".join(str(err).split())
+        shown = scrub(text)
         raise AirflowException(
-            f"cannot read Airflow connection {conn_id!r} of the metric store ({err}); create it as a "
+            f"cannot read Airflow connection {conn_id!r} of the metric store ({shown}); create it as a "
             "postgres connection, or pass conn_id="
-        ) from err
+        ) from (err if shown == text else None)
     conn_type = (connection.conn_type or "").lower()
     if conn_type in ("postgres", "postgresql"):
         from airflow_metric_gate.store.postgres import PostgresStore
@@ -108,7 +111,8 @@ def store_errors(task_id: str) -> Iterator[None]:
 
     Outages and unexpected store errors retry (``AirflowException``); invalid input does not
     (``AirflowFailException``).  Either way the store's transaction was rolled back, so nothing
-    already stored is lost or half-written.
+    already stored is lost or half-written.  Store messages never carry the connection's password
+    (the store hides it from driver errors), so they are passed on as they are.
 
     :param task_id: names the task in messages.
     """

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
+from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.evaluation import AGGREGATES, DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY, ERROR, FAIL
 from airflow_metric_gate.operators._shared import (
@@ -17,7 +19,7 @@ from airflow_metric_gate.operators._shared import (
     store_errors,
     upstream_value,
 )
-from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, empty_verdict, evaluate
+from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, describe_runs, empty_verdict, evaluate
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.verdict import (
     DEFAULT_MAX_RESULTS,
@@ -32,6 +34,10 @@ if TYPE_CHECKING:
 
 #: How many failing coordinates the task's failure message spells out (the verdict has them all).
 MESSAGE_RESULTS = 3
+#: How long a night waits for earlier nights of its history window to be judged (a backfill).
+DEFAULT_WAIT_TIMEOUT = timedelta(hours=6)
+#: Seconds between two checks while waiting (the task is deferred in between: no worker slot held).
+DEFAULT_POLL_INTERVAL = 60.0
 
 
 #: The line a shadow run's log starts with, before the verdict table.
@@ -74,6 +80,12 @@ class EvaluateGateOperator(BaseOperator):
     included) is reported and never fails the task; its log says so in one line before everything
     else, with how to make the run a baseline run.  Store outages raise a retryable error.
 
+    A night is judged only once no earlier night of its history window is still ``pending`` (an
+    Airflow backfill runs many nights at once), nor an earlier DAG run of the same DAG that could
+    still add one is running.  Until then the task defers (``TimeDeltaTrigger``: no worker slot is
+    held) and checks again every ``poll_interval`` seconds; after ``wait_timeout`` it fails with a
+    retryable error naming the nights it waited for.
+
     :param run: what :class:`PersistValuesOperator` returned, or a store run id; ``None`` takes it
         from the only upstream task's XCom (templated).
     :param conn_id: the Airflow connection of the metric store (type ``postgres``); ``None`` uses
@@ -86,10 +98,13 @@ class EvaluateGateOperator(BaseOperator):
     :param max_results: at most this many results in the verdict (the rest are counted).
     :param table_rows: at most this many rows per declaration in the logged table, worst first
         (``None`` or 0: no limit); the verdict is not affected.
+    :param wait_timeout: how long to wait for earlier nights to be judged: a ``timedelta`` or seconds
+        (default 6 hours; templated).
+    :param poll_interval: seconds between two checks while waiting (default 60).
     :param kwargs: passed to :class:`~airflow.sdk.BaseOperator`.
     """
 
-    template_fields: Sequence[str] = ("run", "conn_id")
+    template_fields: Sequence[str] = ("run", "conn_id", "wait_timeout")
     ui_color = "#f0e0dc"
 
     def __init__(
@@ -104,6 +119,8 @@ class EvaluateGateOperator(BaseOperator):
         all_results: bool = False,
         max_results: int = DEFAULT_MAX_RESULTS,
         table_rows: int | None = DEFAULT_TABLE_ROWS,
+        wait_timeout: timedelta | float | str = DEFAULT_WAIT_TIMEOUT,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -116,6 +133,97 @@ class EvaluateGateOperator(BaseOperator):
         self.all_results = all_results
         self.max_results = max_results
         self.table_rows = table_rows
+        self.wait_timeout = wait_timeout
+        self.poll_interval = poll_interval
+
+    # -- waiting for earlier nights (a backfill runs many at once) ------------------------------
+
+    def _timeout_seconds(self) -> float:
+        value = self.wait_timeout
+        try:
+            seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+        except (TypeError, ValueError):
+            seconds = math.nan
+        if not 0 <= seconds < math.inf:
+            raise AirflowFailException(
+                f"{self.task_id}: wait_timeout must be a timedelta or a number of seconds >= 0, got {value!r}"
+            )
+        return seconds
+
+    def _earlier_dag_run(self, context: Context, window: Any) -> str | None:
+        """Describe the latest earlier DAG run of this DAG still running, when it could add to the window.
+
+        A backfill creates all its DAG runs up front: an earlier night may not be stored yet.
+        """
+        get_previous = getattr(context["ti"], "get_previous_dagrun", None)
+        dag_run = context.get("dag_run")
+        if get_previous is None or getattr(dag_run, "logical_date", None) is None:
+            return None  # no logical date: no earlier runs to order by
+        try:
+            earlier = get_previous(state="running")
+        except Exception as err:  # an API server that cannot answer: judge by the store alone
+            self.log.warning("Cannot look up earlier running DAG runs (%s); judging by the store alone", err)
+            return None
+        when = getattr(earlier, "logical_date", None)
+        if earlier is None or when is None:
+            return None
+        if (window.full and when < window.oldest) or (window.since is not None and when < window.since):
+            return None  # its night could not enter the window
+        if any(r.airflow_run_id == earlier.run_id and r.status != "pending" for r in window.runs):
+            return None  # its night of this series is stored and judged already
+        return f"DAG run {earlier.run_id} (logical date {when.isoformat()}) of this DAG, still running"
+
+    def _wait_for_earlier_nights(self, context: Context, run: Any, waiting_since: str | None) -> None:
+        """Return when the run can be judged; else defer (or fail once ``wait_timeout`` has passed)."""
+        if isinstance(run, Mapping) and run.get("declarations") == 0:
+            return  # nothing stored, nothing to judge
+        run_id = run.get("run_id") if isinstance(run, Mapping) else optional(run)
+        if not isinstance(run_id, str):
+            return  # _verdict says what is wrong
+        timeout = self._timeout_seconds()
+        now = datetime.now(timezone.utc)
+        since = datetime.fromisoformat(waiting_since) if waiting_since else now
+        with store_errors(self.task_id):
+            with open_metric_store(resolve_conn_id(self.conn_id)) as store:
+                window = store.history_window(run_id, self.history_limit)
+        if not window.found:
+            return  # _verdict says the store has no such run
+        waiting_for = []
+        if window.pending:
+            waiting_for.append(f"earlier night(s) stored but not judged yet: {describe_runs(window.pending)}")
+        dag_run = self._earlier_dag_run(context, window)
+        if dag_run:
+            waiting_for.append(dag_run)
+        waited = (now - since).total_seconds()
+        if not waiting_for:
+            if waiting_since:
+                self.log.info("Earlier nights judged after waiting %.0f s; judging store run %s", waited, run_id)
+            return
+        if waited >= timeout:
+            raise AirflowException(
+                f"{self.task_id}: store run {run_id} not judged after waiting {waited:.0f} s "
+                f"(wait_timeout {timeout:g} s), so that it is not judged against too little history; waiting for "
+                + "; ".join(waiting_for)
+                + ". Let those nights finish (or clear their evaluate task); a night that will never be judged "
+                "can be marked: metric-gate mark-untrusted --run-id <store run id>. Retrying waits again."
+            )
+        delay = max(1.0, min(float(self.poll_interval), timeout - waited))
+        self.log.info("Store run %s waits (%.0f s so far), checking again in %.0f s: %s",
+                      run_id, waited, delay, "; ".join(waiting_for))
+        self.defer(
+            trigger=TimeDeltaTrigger(timedelta(seconds=delay)),
+            method_name="resume",
+            kwargs={"waiting_since": since.isoformat()},
+        )
+
+    def resume(self, context: Context, event: Any = None, waiting_since: str | None = None) -> None:
+        """Check again after a wait, then judge (or wait again).
+
+        :param context: the task context.
+        :param event: the trigger's event (unused: the store is read again).
+        :param waiting_since: when the first check found earlier nights pending (ISO 8601).
+        """
+        self.execute(context, waiting_since=waiting_since)
 
     def _verdict(self, run: Mapping[str, Any] | str) -> dict[str, Any]:
         if isinstance(run, Mapping) and run.get("declarations") == 0:
@@ -141,12 +249,14 @@ class EvaluateGateOperator(BaseOperator):
                     max_bytes=XCOM_MAX_BYTES,
                 )
 
-    def execute(self, context: Context) -> None:
+    def execute(self, context: Context, waiting_since: str | None = None) -> None:
         """Evaluate, push the verdict to XCom (``return_value``), log it, then enforce.
 
         :param context: the task context.
+        :param waiting_since: set on resume: when the wait for earlier nights began.
         """
         run = self.run if self.run is not None else upstream_value(self, context, "run")
+        self._wait_for_earlier_nights(context, run, waiting_since)
         verdict = self._verdict(run)
         ti = context["ti"]
         ti.xcom_push(key="return_value", value=verdict)

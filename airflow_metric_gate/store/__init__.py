@@ -17,6 +17,7 @@ from airflow_metric_gate.store.base import (
     StoreUnavailable,
     ValueRow,
 )
+from airflow_metric_gate.store.urls import POSTGRES_SCHEMES, SQLITE_PREFIX, URL_FORMS, safe_url
 
 DEFAULT_STORE_URL = "sqlite:///metric_gate.db"
 STORE_URL_ENV = "METRIC_GATE_STORE"
@@ -31,6 +32,7 @@ __all__ = [
     "StoreUnavailable",
     "ValueRow",
     "open_store",
+    "safe_url",
     "store_url",
 ]
 
@@ -46,19 +48,23 @@ def store_url(url: str | None = None) -> str:
 def open_store(url: str | None = None) -> MetricStore:
     """Open the store a URL names.
 
+    The URL is checked completely before anything connects (see :mod:`airflow_metric_gate.store.urls`
+    for the query parameters and timeouts).
+
     :param url: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:`` or
-        ``postgresql://user@host:port/db``; ``None`` uses :func:`store_url`.
-    :raises StoreInputError: for any other scheme.
+        ``postgresql://user[:password]@host:port/db[?connect_timeout=10&statement_timeout=300s...]``;
+        ``None`` uses :func:`store_url`.
+    :raises StoreInputError: for any other scheme, an unknown query parameter or a bad value (the
+        message never shows the password).
     """
     url = store_url(url)
-    if url.startswith("sqlite:///"):
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if url.startswith(SQLITE_PREFIX):
         from airflow_metric_gate.store.sqlite import SQLiteStore
 
-        return SQLiteStore(url[len("sqlite:///"):])
-    if url.startswith(("postgresql://", "postgres://", "postgresql+psycopg2://")):
+        return SQLiteStore.from_url(url)
+    if scheme in POSTGRES_SCHEMES:
         from airflow_metric_gate.store.postgres import PostgresStore
 
-        return PostgresStore.from_url(url.replace("postgresql+psycopg2://", "postgresql://", 1))
-    raise StoreInputError(
-        f"unsupported store URL {url!r}: use sqlite:///PATH (embedded) or postgresql://USER@HOST:PORT/DB"
-    )
+        return PostgresStore.from_url(url)
+    raise StoreInputError(f"unsupported store URL {safe_url(url)}: use {URL_FORMS}")

@@ -60,6 +60,48 @@ class RunRow:
 
 
 @dataclass(frozen=True)
+class WindowRun:
+    """A run in the history window of another run (see :meth:`MetricStore.history_window`)."""
+
+    run_id: str
+    logical_date: datetime
+    status: str
+    airflow_run_id: str | None = None
+
+
+@dataclass
+class HistoryWindow:
+    """The earlier runs a run's baseline can come from, newest first.
+
+    :param runs: the window: the ``history_limit`` most recent earlier baseline runs of the series
+        identity that are not ``untrusted`` and not before the rebaseline marker.
+    :param limit: the ``history_limit`` asked for.
+    :param since: the logical date of the rebaseline marker in force, if any.
+    :param found: whether the store has the run at all.
+    """
+
+    runs: list[WindowRun]
+    limit: int
+    since: datetime | None = None
+    found: bool = True
+
+    @property
+    def pending(self) -> list[WindowRun]:
+        """The window's runs still ``pending`` (not yet judged), oldest first."""
+        return [r for r in reversed(self.runs) if r.status == "pending"]
+
+    @property
+    def full(self) -> bool:
+        """Whether the window holds ``limit`` runs (an older run could not enter it)."""
+        return len(self.runs) >= self.limit
+
+    @property
+    def oldest(self) -> datetime | None:
+        """The logical date of the oldest run in the window."""
+        return self.runs[-1].logical_date if self.runs else None
+
+
+@dataclass(frozen=True)
 class ValueRow:
     """One ``metric_values`` row of a run: a coordinate and its value."""
 
@@ -114,6 +156,35 @@ ORDER BY r.logical_date DESC, r.run_id DESC
 LIMIT %s
 """
 
+#: The history window of a run: its earlier baseline runs of the same series identity that are not
+#: ``untrusted``, not before the latest rebaseline marker, the ``history_limit`` most recent of them.
+#: These are the runs its baseline is read from once every ``pending`` one among them is decided.
+#: One row per window run (one row of nulls when the window is empty), each with the rebaseline
+#: fence and whether the run exists.
+HISTORY_WINDOW_SQL = """
+WITH cur AS (
+    SELECT series, backend, suite, logical_date FROM runs WHERE run_id = %s
+),
+fence AS (
+    SELECT MAX(r.logical_date) AS since
+    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+    WHERE r.rebaseline = TRUE AND r.logical_date <= cur.logical_date
+),
+win AS (
+    SELECT r.run_id, r.logical_date, r.status, r.airflow_run_id
+    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+    CROSS JOIN fence
+    WHERE r.role = 'baseline' AND r.status <> 'untrusted'
+      AND r.logical_date < cur.logical_date AND r.run_id <> %s
+      AND (fence.since IS NULL OR r.logical_date >= fence.since)
+    ORDER BY r.logical_date DESC, r.run_id DESC
+    LIMIT %s
+)
+SELECT win.run_id, win.logical_date, win.status, win.airflow_run_id, fence.since, (SELECT COUNT(*) FROM cur)
+FROM fence LEFT JOIN win ON TRUE
+ORDER BY win.logical_date DESC, win.run_id DESC
+"""
+
 #: The baselines of every coordinate of a run in one statement.  Each baseline run's rows are read
 #: by their own branch, through the (run_id, coordinate) index, so the cost follows the number of
 #: baseline runs and coordinates, never the length of the stored history.
@@ -128,17 +199,21 @@ WHERE c.run_id = %s
 _BASELINE_RUN_BRANCH = "SELECT metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
 
 
-def baseline_sql(baseline_runs: int, *, sums: bool) -> str:
+def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:
     """Return the statement reading the baselines of a run from ``baseline_runs`` baseline runs.
 
-    Parameters: the baseline run ids, then the run id.
+    Parameters: the baseline run ids, then the run id.  It returns the baseline values themselves
+    and leaves aggregating to the caller: a sum taken by the database depends on the order it scans
+    the rows in (and SQLite and PostgreSQL sum differently), so the same history could give
+    different means at band edges.
 
     :param baseline_runs: how many baseline run ids are bound.
-    :param sums: ``COUNT`` and ``SUM`` per coordinate (for a mean) instead of every value.
+    :param arrays: one row per ordinal with an array of its values (PostgreSQL ``array_agg``; less
+        to transfer and nothing to group in Python), instead of one row per value.
     """
     runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH] * baseline_runs)
-    if sums:
-        return _BASELINE_SQL.format(select="COUNT(h.value), SUM(h.value)", runs=runs, group="GROUP BY c.ordinal\n")
+    if arrays:
+        return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, group="GROUP BY c.ordinal\n")
     return _BASELINE_SQL.format(select="h.value", runs=runs, group="")
 
 
@@ -183,12 +258,26 @@ class MetricStore:
     def _begin(self, cur: Any) -> None:
         """Open a transaction on ``cur``'s connection (drivers that begin implicitly do nothing)."""
 
+    def _error_text(self, exc: BaseException) -> str:
+        """Return a driver error as one line for a message (dialects hide secrets and add hints)."""
+        return " ".join(str(exc).split())
+
+    def _cause(self, exc: BaseException) -> BaseException | None:
+        """Return the driver error to chain to a store error, or ``None`` when its text shows a secret."""
+        return exc
+
     def _connection(self) -> Any:
         if self._conn is None:
             try:
                 self._conn = self._connect()
             except self.outage_errors as exc:
-                raise StoreUnavailable(f"cannot connect to the metric store ({self.description}): {exc}") from exc
+                raise StoreUnavailable(
+                    f"cannot connect to the metric store ({self.description}): {self._error_text(exc)}"
+                ) from self._cause(exc)
+            except self.driver_errors as exc:  # the driver refused the settings themselves
+                raise StoreInputError(
+                    f"invalid connection settings of the metric store ({self.description}): {self._error_text(exc)}"
+                ) from self._cause(exc)
         return self._conn
 
     def close(self) -> None:
@@ -222,9 +311,13 @@ class MetricStore:
                 pass
             if isinstance(exc, self.outage_errors):
                 self.close()
-                raise StoreUnavailable(f"metric store ({self.description}) unavailable: {exc}") from exc
+                raise StoreUnavailable(
+                    f"metric store ({self.description}) unavailable: {self._error_text(exc)}"
+                ) from self._cause(exc)
             if isinstance(exc, self.driver_errors):
-                raise StoreError(f"metric store ({self.description}) error: {exc}") from exc
+                raise StoreError(
+                    f"metric store ({self.description}) error: {self._error_text(exc)}"
+                ) from self._cause(exc)
             raise
         finally:
             try:
@@ -473,6 +566,53 @@ class MetricStore:
             )
             return cur.rowcount
 
+    def mark_run(self, run_id: str, status: str, *, reason: str, marked_by: str, at: datetime) -> int:
+        """Mark one run (by store run id) trusted or untrusted by hand, and record who did it and why.
+
+        The status, ``status_reason`` (the evaluation's counts, then ``marked <status> by <user>:
+        <reason>``) and an entry appended to the run's provenance list ``marks`` (``{"status",
+        "reason", "by", "at"}``) are written in one transaction.
+        Idempotent: a run already in that status is left as it is.
+
+        :param run_id: the store run id.
+        :param status: ``trusted`` or ``untrusted``.
+        :param reason: why (required, non-empty).
+        :param marked_by: the user's name.
+        :param at: when (kept in provenance).
+        :return: how many runs changed (0 or 1).
+        """
+        if status not in ("trusted", "untrusted"):
+            raise StoreInputError(f"can only mark runs trusted or untrusted, not {status!r}")
+        if not reason or not reason.strip():
+            raise StoreInputError("marking a run needs a reason")
+        lock = " FOR UPDATE" if self.dialect == "postgres" else ""
+        with self._transaction() as cur:
+            self._execute(
+                cur, f"SELECT status, provenance, status_reason FROM runs WHERE run_id = %s{lock}", (run_id,)
+            )
+            row = cur.fetchone()
+            if row is None or row[0] == status:
+                return 0
+            provenance = json.loads(row[1] or "{}")
+            # Keep the evaluation's own note ("9 PASS, 4 FAIL") in front of the mark.
+            evaluated = (row[2] or "").split("; marked ", 1)[0]
+            note = f"marked {status} by {marked_by}: {reason.strip()}"
+            if evaluated and not evaluated.startswith("marked "):
+                note = f"{evaluated}; {note}"
+            entry = {"status": status, "reason": reason.strip(), "by": marked_by, "at": utc(at).isoformat()}
+            provenance["marks"] = [*provenance.get("marks", []), entry]
+            self._execute(
+                cur,
+                "UPDATE runs SET status = %s, status_reason = %s, provenance = %s, updated_at = %s "
+                "WHERE run_id = %s AND status <> %s",
+                (
+                    status, note,
+                    json.dumps(provenance, sort_keys=True, default=str), self._ts(datetime.now(timezone.utc)),
+                    run_id, status,
+                ),
+            )
+            return cur.rowcount
+
     # -- reads ---------------------------------------------------------------------------------
 
     def _run_from_row(self, row: Sequence[Any]) -> RunRow:
@@ -541,19 +681,20 @@ class MetricStore:
             return [self._run_from_row(r) for r in cur.fetchall()]
 
     def run_values_and_baselines(
-        self, run_id: str, history_limit: int, *, sums: bool = False
-    ) -> tuple[list[ValueRow], dict[int, Any]]:
+        self, run_id: str, history_limit: int
+    ) -> tuple[list[ValueRow], dict[int, list[float]]]:
         """Read a run's values and, in one set-based statement, the baselines of all its coordinates.
 
         The baseline of a coordinate is its values in the ``history_limit`` most recent runs of the
         same series identity that are ``baseline`` and ``trusted``, have an earlier logical date, are
         not the run itself, and do not precede the latest rebaseline marker.
 
+        The values come back unaggregated, so the caller's reference (an exactly rounded mean, or
+        a median) does not depend on the order the database returned them in.
+
         :param run_id: the store run id.
         :param history_limit: how many baseline runs to read.
-        :param sums: return ``(count, sum)`` of the baseline values per ordinal, summed by the
-            database (what a mean needs; far less to transfer), instead of the values themselves.
-        :return: the run's values in ordinal order, and baselines by ordinal.
+        :return: the run's values in ordinal order, and each ordinal's baseline values.
         """
         with self._transaction() as cur:
             self._execute(
@@ -563,19 +704,36 @@ class MetricStore:
                 (run_id,),
             )
             current = [ValueRow(*row) for row in cur.fetchall()]
-            history: dict[int, Any] = {}
+            history: dict[int, list[float]] = {}
             base: list[str] = []
             if current and history_limit > 0:
                 self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
                 base = [row[0] for row in cur.fetchall()]
             if base:
-                self._execute(cur, baseline_sql(len(base), sums=sums), (*base, run_id))
-                if sums:
-                    history = {ordinal: (int(n), float(total)) for ordinal, n, total in cur.fetchall()}
-                else:
-                    for ordinal, value in cur.fetchall():
-                        history.setdefault(ordinal, []).append(value)
+                arrays = self.dialect == "postgres"
+                self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_id))
+                history = dict(cur.fetchall()) if arrays else _group_by_ordinal(cur.fetchall())
         return current, history
+
+    def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
+        """Return the history window of a run, in one statement (see :data:`HISTORY_WINDOW_SQL`).
+
+        The window is what the run's baseline is read from once the window's ``pending`` runs are
+        judged: a ``pending`` run in it may still become trusted, so judging the run before then
+        would read too little history.  An ``untrusted`` run never enters a baseline, so it takes
+        no place in the window.
+
+        :param run_id: the store run id.
+        :param history_limit: how many baseline runs the run's baseline reads.
+        """
+        with self._transaction() as cur:
+            self._execute(cur, HISTORY_WINDOW_SQL, (run_id, run_id, history_limit))
+            rows = cur.fetchall()
+        since = rows[0][4] if rows else None
+        runs = [WindowRun(r[0], self._from_ts(r[1]), r[2], r[3]) for r in rows if r[0] is not None]
+        return HistoryWindow(
+            runs, history_limit, None if since is None else self._from_ts(since), found=bool(rows and rows[0][5])
+        )
 
     def history(
         self,
@@ -620,6 +778,203 @@ class MetricStore:
             row["logical_date"] = self._from_ts(row["logical_date"]).isoformat()
         return rows
 
+    # -- reads for the UI: one series identity, bounded, each served by an index ------------------
+
+    @staticmethod
+    def _dag_filter(dag_ids: Iterable[str] | None, include_unowned: bool) -> tuple[str, list[Any]]:
+        """Return an SQL condition on ``r.dag_id`` (bound parameters) for the DAGs a reader may see."""
+        if dag_ids is None:
+            return "", []
+        ids = sorted(set(dag_ids))
+        parts = []
+        if ids:
+            parts.append(f"r.dag_id IN ({', '.join(['%s'] * len(ids))})")
+        if include_unowned:
+            parts.append("r.dag_id IS NULL")
+        if not parts:
+            return " AND 1 = 0", []
+        return f" AND ({' OR '.join(parts)})", ids
+
+    def series_identities(self, *, limit: int = 500) -> list[dict]:
+        """Return each series identity with the DAGs that wrote it, its run count and latest logical date.
+
+        One row per (series, backend, suite, dag_id), ordered by series identity.
+
+        :param limit: at most this many rows.
+        """
+        sql = (
+            "SELECT series, backend, suite, dag_id, COUNT(*), MAX(logical_date) FROM runs "
+            "GROUP BY series, backend, suite, dag_id ORDER BY series, backend, suite, dag_id LIMIT %s"
+        )
+        with self._transaction() as cur:
+            self._execute(cur, sql, (limit,))
+            rows = cur.fetchall()
+        keys = ("series", "backend", "suite", "dag_id", "runs", "latest")
+        out = [dict(zip(keys, row)) for row in rows]
+        for row in out:
+            row["latest"] = self._from_ts(row["latest"])
+        return out
+
+    def series_dag_ids(self, series: str, backend: str, suite: str) -> set[str | None]:
+        """Return the DAG ids (``None`` for runs written outside Airflow) that wrote a series identity.
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        """
+        with self._transaction() as cur:
+            self._execute(
+                cur,
+                "SELECT DISTINCT dag_id FROM runs WHERE series = %s AND backend = %s AND suite = %s",
+                (series, backend, suite),
+            )
+            return {row[0] for row in cur.fetchall()}
+
+    def series_runs(
+        self,
+        series: str,
+        backend: str,
+        suite: str,
+        *,
+        dag_ids: Iterable[str] | None = None,
+        include_unowned: bool = True,
+        limit: int = 50,
+        offset: int = 0,
+        declarations: bool = True,
+    ) -> list[RunRow]:
+        """Return one page of the runs of a series identity, newest logical date first.
+
+        Served by ``runs_series_date_idx``; no values are read.
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        :param dag_ids: only runs written by these DAGs (``None``: any).
+        :param include_unowned: with ``dag_ids``, also the runs with no DAG (written by the CLI).
+        :param limit: page size.
+        :param offset: runs to skip.
+        :param declarations: also read each run's declarations (a page of runs does not need them).
+        """
+        where, params = self._dag_filter(dag_ids, include_unowned)
+        columns = _RUN_COLUMNS if declarations else _RUN_COLUMNS.replace("declarations,", "NULL,", 1)
+        sql = (
+            f"SELECT {columns} FROM runs r WHERE r.series = %s AND r.backend = %s AND r.suite = %s{where} "
+            "ORDER BY r.logical_date DESC, r.run_id DESC LIMIT %s OFFSET %s"
+        )
+        with self._transaction() as cur:
+            self._execute(cur, sql, (series, backend, suite, *params, limit, offset))
+            return [self._run_from_row(r) for r in cur.fetchall()]
+
+    def coordinate_history(
+        self,
+        series: str,
+        backend: str,
+        suite: str,
+        *,
+        metric_key: str,
+        steps_key: str,
+        constraint_key: str,
+        step: int,
+        until: datetime | None = None,
+        dag_ids: Iterable[str] | None = None,
+        include_unowned: bool = True,
+        limit: int = 30,
+    ) -> list[dict]:
+        """Return one coordinate's value in the latest runs of a series identity, oldest first.
+
+        The runs come from ``runs_series_date_idx`` in logical-date order; each run's value is one
+        lookup in ``metric_values_run_coordinate_key``.  Runs without that coordinate are left out.
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        :param metric_key: the coordinate's metric.
+        :param steps_key: the coordinate's steps key.
+        :param constraint_key: the coordinate's constraint key.
+        :param step: the stored step.
+        :param until: only runs with a logical date at or before this one.
+        :param dag_ids: only runs written by these DAGs (``None``: any).
+        :param include_unowned: with ``dag_ids``, also the runs with no DAG.
+        :param limit: at most this many runs (the latest ones).
+        :return: dicts with ``run_id``, ``logical_date``, ``role``, ``status``, ``dag_id``,
+            ``airflow_run_id``, ``value`` and ``at_step``.
+        """
+        where, params = self._dag_filter(dag_ids, include_unowned)
+        if until is not None:
+            where += " AND r.logical_date <= %s"
+            params = [*params, self._ts(until)]
+        sql = (
+            "SELECT r.run_id, r.logical_date, r.role, r.status, r.dag_id, r.airflow_run_id, v.value, v.at_step "
+            "FROM runs r JOIN metric_values v ON v.run_id = r.run_id AND v.metric_key = %s "
+            "AND v.steps_key = %s AND v.constraint_key = %s AND v.step = %s "
+            f"WHERE r.series = %s AND r.backend = %s AND r.suite = %s{where} "
+            "ORDER BY r.logical_date DESC, r.run_id DESC LIMIT %s"
+        )
+        keys = ("run_id", "logical_date", "role", "status", "dag_id", "airflow_run_id", "value", "at_step")
+        with self._transaction() as cur:
+            self._execute(
+                cur, sql, (metric_key, steps_key, constraint_key, step, series, backend, suite, *params, limit)
+            )
+            rows = [dict(zip(keys, row)) for row in cur.fetchall()]
+        for row in rows:
+            row["logical_date"] = self._from_ts(row["logical_date"])
+        rows.reverse()
+        return rows
+
+    def declaration_values(
+        self, run_id: str, metric_key: str, steps_key: str, constraint_key: str, *, limit: int = 10_000
+    ) -> list[ValueRow]:
+        """Return the values one declaration stored for a run, in step order (a range of the run's key).
+
+        :param run_id: the store run id.
+        :param metric_key: the declaration's metric.
+        :param steps_key: the declaration's steps key.
+        :param constraint_key: the declaration's constraint key.
+        :param limit: at most this many values.
+        """
+        with self._transaction() as cur:
+            self._execute(
+                cur,
+                "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step FROM metric_values "
+                "WHERE run_id = %s AND metric_key = %s AND steps_key = %s AND constraint_key = %s "
+                "ORDER BY step LIMIT %s",
+                (run_id, metric_key, steps_key, constraint_key, limit),
+            )
+            return [ValueRow(*row) for row in cur.fetchall()]
+
+    def declaration_baselines(
+        self, run_id: str, metric_key: str, steps_key: str, constraint_key: str, history_limit: int
+    ) -> dict[int, list[float]]:
+        """Return the baseline values of every step of one declaration of a run, by step.
+
+        The baseline runs are those :meth:`run_values_and_baselines` uses for the same ``history_limit``.
+
+        :param run_id: the store run id.
+        :param metric_key: the declaration's metric.
+        :param steps_key: the declaration's steps key.
+        :param constraint_key: the declaration's constraint key.
+        :param history_limit: how many baseline runs.
+        """
+        out: dict[int, list[float]] = {}
+        with self._transaction() as cur:
+            self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
+            base = [row[0] for row in cur.fetchall()]
+            if not base:
+                return out
+            # The baseline runs as a VALUES list joined on the (run_id, coordinate) key: one short
+            # range per run.  (An IN list lets the planner walk the coordinate index over every run of
+            # the history; one UNION ALL branch per run costs more to plan than to run.)
+            runs = ", ".join(["(%s)"] * len(base))
+            self._execute(
+                cur,
+                f"SELECT m.step, m.value FROM (VALUES {runs}) b JOIN metric_values m ON m.run_id = b.column1 "
+                "AND m.metric_key = %s AND m.steps_key = %s AND m.constraint_key = %s",
+                (*base, metric_key, steps_key, constraint_key),
+            )
+            for step, value in cur.fetchall():
+                out.setdefault(step, []).append(value)
+        return out
+
     def count(self, table: str, run_id: str | None = None) -> int:
         """Return the row count of ``runs`` or ``metric_values`` (optionally of one run).
 
@@ -636,6 +991,17 @@ class MetricStore:
         with self._transaction() as cur:
             self._execute(cur, sql, params)
             return int(cur.fetchone()[0])
+
+
+def _group_by_ordinal(rows: Iterable[tuple[int, float]]) -> dict[int, list[float]]:
+    history: dict[int, list[float]] = {}
+    for ordinal, value in rows:
+        values = history.get(ordinal)
+        if values is None:
+            history[ordinal] = [value]
+        else:
+            values.append(value)
+    return history
 
 
 def value_rows(items: Iterable[tuple[int, str, str, str, int, float, int | None]]) -> list[ValueRow]:

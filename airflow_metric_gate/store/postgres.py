@@ -7,17 +7,27 @@ run is being written again) are deleted, so a retry replaces its own rows.
 from __future__ import annotations
 
 import io
+import json
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import quote
 
 import psycopg2
 
 from airflow_metric_gate.store.base import VALUE_COLUMNS, MetricStore
+from airflow_metric_gate.store.urls import Timeouts, parse_postgres_url, scrub
 
 _COPY_SQL = f"COPY metric_values ({', '.join(VALUE_COLUMNS)}) FROM STDIN"
 _ADVISORY_LOCK_KEY = 0x6D67617465  # "mgate"
 
 
 _NULL = "\\N"
+_QUERY_CANCELED = "57014"
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    """The SQLSTATE of a psycopg2 or psycopg 3 error, if it has one."""
+    return getattr(exc, "pgcode", None) or getattr(getattr(exc, "diag", None), "sqlstate", None)
 
 
 def _copy_text(value: Any) -> str:
@@ -75,8 +85,15 @@ def _driver_errors() -> tuple[type[BaseException], ...]:
 class PostgresStore(MetricStore):
     """The metric store in PostgreSQL.
 
+    Every transaction runs under ``statement_timeout`` (lock waits included), so a store that
+    stops answering ends in :class:`StoreUnavailable` instead of a hang; new connections wait at
+    most ``connect_timeout`` (set by whoever builds ``connect``: :meth:`from_url` and
+    :meth:`from_conn_id` do).
+
     :param connect: returns a new DB-API connection (psycopg2, or psycopg 3).
     :param description: names the store in error messages (never includes a password).
+    :param timeouts: the connection's timeouts (``connect`` is only quoted in messages here).
+    :param secrets: strings never to show in a message (the password, in every form it was written).
     """
 
     dialect = "postgres"
@@ -84,38 +101,96 @@ class PostgresStore(MetricStore):
     outage_errors = _outage_errors()
     driver_errors = _driver_errors()
 
+    def __init__(
+        self,
+        connect: Callable[[], Any],
+        *,
+        description: str = "",
+        timeouts: Timeouts | None = None,
+        secrets: Iterable[str] = (),
+    ) -> None:
+        super().__init__(connect, description=description)
+        self.timeouts = timeouts or Timeouts()
+        self.secrets = tuple(s for s in secrets if s)
+
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
-        """Open a store from a ``postgresql://`` URL.
+        """Open a store from a ``postgresql://`` URL, checked first (nothing connects yet).
 
-        :param url: a libpq connection URL.
+        :param url: ``postgresql://USER[:PASSWORD]@HOST[:PORT]/DB[?PARAMETER=VALUE&...]``; the
+            parameters are those of :data:`~airflow_metric_gate.store.urls.POSTGRES_PARAMETERS`.
+        :raises StoreInputError: the URL is malformed, or has an unknown parameter or a bad value.
         """
-        from urllib.parse import urlsplit
-
-        parts = urlsplit(url)
-        shown = f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path}"
-        return cls(lambda: psycopg2.connect(url), description=f"postgres {shown}")
+        target = parse_postgres_url(url)
+        kwargs = target.connect_kwargs
+        return cls(
+            lambda: psycopg2.connect(**kwargs),
+            description=target.shown,
+            timeouts=target.timeouts,
+            secrets=target.secrets,
+        )
 
     @classmethod
-    def from_hook(cls, hook: Any) -> PostgresStore:
+    def from_hook(cls, hook: Any, *, timeouts: Timeouts | None = None, secrets: Iterable[str] = ()) -> PostgresStore:
         """Open a store on an Airflow ``PostgresHook`` (its connection is opened lazily).
 
         :param hook: a ``PostgresHook`` (or any DB-API hook with ``get_conn()``).
+        :param timeouts: the statement timeout to apply (the hook's connection sets its own
+            ``connect_timeout``).
+        :param secrets: strings never to show in a message.
         """
         conn_id = getattr(hook, "postgres_conn_id", None) or getattr(hook, "conn_name_attr", "postgres")
-        return cls(hook.get_conn, description=f"postgres connection {conn_id!r}")
+        return cls(hook.get_conn, description=f"postgres connection {conn_id!r}", timeouts=timeouts, secrets=secrets)
 
     @classmethod
     def from_conn_id(cls, conn_id: str) -> PostgresStore:
         """Open a store on an Airflow connection id through ``PostgresHook``.
 
+        The connection's extras may set ``connect_timeout`` (seconds) and ``statement_timeout``
+        (as in a store URL); the defaults apply otherwise.  Every other extra goes to the hook as
+        usual.
+
         :param conn_id: the Airflow connection id (default of the operators: ``metric_gate_db``).
+        :raises StoreInputError: a timeout extra is not a valid duration.
         """
         from airflow.providers.postgres.hooks.postgres import PostgresHook
 
-        store = cls.from_hook(PostgresHook(postgres_conn_id=conn_id))
+        hook = PostgresHook(postgres_conn_id=conn_id)
+        connection = hook.connection
+        extra = dict(connection.extra_dejson)
+        timeouts = Timeouts.read(extra, f"extra of Airflow connection {conn_id!r}")
+        # statement_timeout is not a libpq option: it is set per transaction (see _begin).
+        extra.pop("statement_timeout", None)
+        extra["connect_timeout"] = timeouts.connect
+        connection.extra = json.dumps(extra)
+        password = connection.password or ""
+        secrets = (password, quote(password, safe=""))
+        store = cls.from_hook(hook, timeouts=timeouts, secrets=secrets)
         store.description = f"postgres connection {conn_id!r}"
         return store
+
+    def _begin(self, cur: Any) -> None:
+        cur.execute("SELECT set_config('statement_timeout', %s, true)", (f"{self.timeouts.statement_ms}ms",))
+
+    def _error_text(self, exc: BaseException) -> str:
+        text = scrub(str(exc), self.secrets)
+        if "timeout expired" in text:
+            text += (
+                f" (connect_timeout={self.timeouts.connect}s: set connect_timeout in the store URL's query "
+                "or the Airflow connection's extra)"
+            )
+        elif _sqlstate(exc) == _QUERY_CANCELED and "statement timeout" in text:
+            text += (
+                f" ({self.timeouts.describe_statement()}: a statement ran or waited for a lock longer; "
+                "set statement_timeout in the store URL's query or the Airflow connection's extra)"
+            )
+        return text
+
+    def _cause(self, exc: BaseException) -> BaseException | None:
+        shown = str(exc)
+        if any(secret in shown for secret in self.secrets) or scrub(shown) != " ".join(shown.split()):
+            return None
+        return exc
 
     def _connection(self) -> Any:
         conn = super()._connection()

@@ -77,9 +77,13 @@ _V2 = {
     "sqlite": [],
 }
 
+# Version 3: the runs of one series identity in logical-date order: the UI's runs page and the
+# history of a coordinate over nights (each run's value is then one lookup in the run-coordinate key).
+_V3 = ["CREATE INDEX IF NOT EXISTS runs_series_date_idx ON runs (series, backend, suite, logical_date, run_id)"]
+
 #: Every migration in order; version N is MIGRATIONS[N - 1]: statements for both dialects, or a
 #: dialect -> statements mapping where they differ.
-MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2]
+MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2, _V3]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_metric_gate.store.base import MetricStore, utc
+from airflow_metric_gate.store.urls import DEFAULT_SQLITE_TIMEOUT, parse_sqlite_url
 
 
 class SQLiteStore(MetricStore):
@@ -21,10 +22,20 @@ class SQLiteStore(MetricStore):
     outage_errors = (sqlite3.OperationalError,)
     driver_errors = (sqlite3.Error,)
 
-    def __init__(self, path: str | os.PathLike, *, timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike, *, timeout: float = DEFAULT_SQLITE_TIMEOUT) -> None:
         self.path = os.fspath(path)
         self.timeout = timeout
         super().__init__(self._open, description=f"sqlite {self.path}")
+
+    @classmethod
+    def from_url(cls, url: str) -> SQLiteStore:
+        """Open a store from a ``sqlite:///PATH[?timeout=SECONDS]`` URL.
+
+        :param url: the store URL.
+        :raises StoreInputError: an unknown query parameter or a bad value.
+        """
+        path, timeout = parse_sqlite_url(url)
+        return cls(path, timeout=timeout)
 
     def _open(self) -> sqlite3.Connection:
         if self.path != ":memory:":

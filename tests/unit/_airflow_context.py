@@ -23,10 +23,15 @@ class FakeTI:
     map_index: int = -1
     upstream: dict[tuple[str, int], Any] = field(default_factory=dict)
     pushed: dict[str, Any] = field(default_factory=dict)
+    #: what ``get_previous_dagrun(state=...)`` answers, by state (the DAG runs of other nights)
+    previous_dagruns: dict[str, Any] = field(default_factory=dict)
 
     def xcom_push(self, key: str, value: Any) -> None:
-        json.dumps(value)  # XCom is JSON: anything else would fail in Airflow
+        json.dumps(value, allow_nan=False)  # XCom is strict JSON: anything else would fail in Airflow
         self.pushed[key] = value
+
+    def get_previous_dagrun(self, state: str | None = None) -> Any:
+        return self.previous_dagruns.get(state)
 
     def xcom_pull(self, task_ids: str, map_indexes: int = -1, key: str = "return_value") -> Any:
         return self.upstream.get((task_ids, map_indexes))

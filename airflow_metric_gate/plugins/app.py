@@ -1,0 +1,233 @@
+"""The "Metric gate" FastAPI app the api-server mounts under the plugin's URL prefix.
+
+Routes (all relative to the prefix, all behind Airflow's authentication and DAG authorisation):
+
+* ``GET /`` the series the user may read (the navigation entry);
+* ``GET /series`` the runs of one series identity, and the history chart of a chosen coordinate;
+* ``GET /task`` the verdict of an ``EvaluateGateOperator`` task instance, with its charts;
+* ``POST /mark`` mark a run trusted or untrusted (edit permission on its DAG, a reason, a form token).
+
+Each handler loads its input with a marshmallow schema, reads a bounded amount through the store's
+indexes, and renders HTML with :mod:`airflow_metric_gate.plugins.pages`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import parse_qsl
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from marshmallow import Schema, ValidationError
+
+from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, FAIL
+from airflow_metric_gate.plugins import auth
+from airflow_metric_gate.plugins.charts import coordinate_chart, steps_chart
+from airflow_metric_gate.plugins.data import (
+    history_points,
+    step_band,
+    steps_label,
+    verdict_summary,
+    worst_failures,
+)
+from airflow_metric_gate.plugins.metadata import EVALUATE_OPERATOR, open_ui_store, task_verdict
+from airflow_metric_gate.plugins.pages import (
+    DeclarationView,
+    MarkForm,
+    Picker,
+    index_page,
+    mark_form,
+    message_page,
+    series_link,
+    series_page,
+    task_page,
+)
+from airflow_metric_gate.schemas.ui import MarkFormSchema, SeriesQuerySchema, TaskQuerySchema
+from airflow_metric_gate.store import StoreError, StoreUnavailable
+from airflow_metric_gate.verdict import VERDICT_SCHEMA
+
+#: At most this many failing coordinates of one declaration get a history chart on the task page.
+CHARTS_PER_DECLARATION = 6
+#: Runs per page of the series page.
+RUNS_PER_PAGE = 50
+#: The largest form body ``POST /mark`` reads.
+MAX_FORM_BYTES = 16_384
+#: Steps offered by the series page's step picker.
+MAX_PICKER_STEPS = 5_000
+
+
+def _load(schema: Schema, data: Mapping[str, Any]) -> dict:
+    try:
+        return schema.load(dict(data))
+    except ValidationError as err:
+        raise HTTPException(400, f"invalid input: {json.dumps(err.messages, sort_keys=True)}") from err
+
+
+def _html(text: str, status_code: int = 200) -> HTMLResponse:
+    return HTMLResponse(text, status_code=status_code, headers={"Cache-Control": "no-store"})
+
+
+def create_app() -> FastAPI:
+    """Return the plugin's FastAPI app (mounted by the api-server; no Airflow import at build time)."""
+    app = FastAPI(title="Metric gate", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> HTMLResponse:
+        title = {400: "Invalid request", 401: "Not authenticated", 403: "Forbidden", 404: "Not found"}.get(
+            exc.status_code, "Error"
+        )
+        return _html(message_page(title, str(exc.detail)), exc.status_code)
+
+    @app.exception_handler(StoreError)
+    async def _store_error(request: Request, exc: StoreError) -> HTMLResponse:
+        code = 503 if isinstance(exc, StoreUnavailable) else 500
+        return _html(message_page("Metric store error", str(exc)), code)
+
+    @app.get("/", response_class=HTMLResponse)
+    def index(user: auth.User) -> HTMLResponse:
+        with open_ui_store() as store:
+            identities = store.series_identities()
+        allowed, unowned = auth.readable(user, {i["dag_id"] for i in identities})
+        shown = [i for i in identities if (i["dag_id"] in allowed if i["dag_id"] else unowned)]
+        hidden = len({(i["series"], i["backend"], i["suite"]) for i in identities}) - len(
+            {(i["series"], i["backend"], i["suite"]) for i in shown}
+        )
+        return _html(index_page(shown, hidden=hidden))
+
+    @app.get("/series", response_class=HTMLResponse)
+    def series(request: Request, user: auth.User) -> HTMLResponse:
+        q = _load(SeriesQuerySchema(), request.query_params)
+        identity = (q["series"], q["backend"], q["suite"])
+        with open_ui_store() as store:
+            writers = store.series_dag_ids(*identity)
+            if not writers:
+                raise HTTPException(404, f"no runs of series {q['series']} ({q['backend']}, {q['suite']})")
+            allowed, unowned = auth.readable(user, writers)
+            if not allowed and not unowned:
+                raise HTTPException(403, "not allowed to read the DAG(s) that wrote this series")
+            scope = {"dag_ids": allowed, "include_unowned": unowned}
+            runs = store.series_runs(
+                *identity, limit=RUNS_PER_PAGE + 1, offset=(q["page"] - 1) * RUNS_PER_PAGE, declarations=False,
+                **scope,
+            )
+            has_next = len(runs) > RUNS_PER_PAGE
+            runs = runs[:RUNS_PER_PAGE]
+            newest = next(iter(store.series_runs(*identity, limit=1, **scope)), None)  # its declarations: the picker
+            picker = Picker(declarations=list(newest.declarations) if newest else [], nights=q["nights"])
+            chart = ""
+            chosen = (q["metric_key"], q["steps_key"], q["constraint_key"])
+            if q["metric_key"] is None and picker.declarations:
+                first = picker.declarations[0]
+                chosen = (first["metric_key"], first["steps_key"], first["constraint_key"])
+            if newest is not None and chosen[0] is not None:
+                picker.metric_key, picker.steps_key, picker.constraint_key = chosen
+                steps = [v.step for v in store.declaration_values(newest.run_id, *chosen, limit=MAX_PICKER_STEPS)]
+                picker.steps = steps
+                picker.step = q["step"] if q["step"] in steps else (steps[0] if steps else None)
+                if picker.step is not None:
+                    rows = store.coordinate_history(
+                        *identity, metric_key=chosen[0], steps_key=chosen[1], constraint_key=chosen[2],
+                        step=picker.step, limit=q["nights"], **scope,
+                    )
+                    chart = coordinate_chart(history_points(rows), None, label=f"{chosen[0]} step {picker.step}")
+        editable = {d for d in {r.provenance.get("dag_id") for r in runs} if auth.is_authorized(user, d, "PUT")}
+        next_url = "series?" + request.url.query
+        forms = {
+            r.run_id: MarkForm(auth.form_token(user, r.run_id), next_url)
+            for r in runs
+            if r.provenance.get("dag_id") in editable
+        }
+        page_html = series_page(
+            identity, runs, page_number=q["page"], has_next=has_next, picker=picker, chart=chart, mark_forms=forms
+        )
+        return _html(page_html)
+
+    @app.get("/task", response_class=HTMLResponse)
+    def task(request: Request, user: auth.User) -> HTMLResponse:
+        q = _load(TaskQuerySchema(), request.query_params)
+        auth.require(user, q["dag_id"], "GET")
+        found = task_verdict(q["dag_id"], q["run_id"], q["task_id"], q["map_index"])
+        if found is None:
+            raise HTTPException(404, f"no task instance {q['task_id']} in run {q['run_id']} of DAG {q['dag_id']}")
+        verdict = found.verdict
+        if not (isinstance(verdict, Mapping) and str(verdict.get("schema", "")).startswith(VERDICT_SCHEMA[:-3])):
+            if found.operator != EVALUATE_OPERATOR:
+                return _html(message_page(
+                    "Not a metric gate evaluation",
+                    f"Task {q['task_id']} is a {found.operator or 'task'}; the Metric gate tab shows the verdict "
+                    f"of {EVALUATE_OPERATOR} tasks.",
+                ))
+            return _html(message_page(
+                "No verdict yet", f"Task {q['task_id']} (state {found.state or 'none'}) has pushed no verdict yet."
+            ))
+        summary, from_verdict = verdict_summary(verdict)
+        results = verdict.get("results", [])
+        views = []
+        mark = ""
+        series_href = None
+        with open_ui_store() as store:
+            run = store.get_run(verdict["run_id"])
+            if run is not None:
+                allowed, unowned = auth.readable(user, store.series_dag_ids(run.series, run.backend, run.suite))
+                scope = {"dag_ids": allowed | {q["dag_id"]}, "include_unowned": unowned}
+                series_href = series_link(run.series, run.backend, run.suite)
+                gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
+            for entry in summary:
+                view = DeclarationView(entry=entry)
+                views.append(view)
+                if run is None or not entry["counts"].get(FAIL):
+                    continue
+                key = (entry["metric_key"], entry["steps_key"], entry["constraint_key"])
+                fails = worst_failures(results, entry, CHARTS_PER_DECLARATION)
+                view.more = max(int(entry["counts"][FAIL]) - len(fails), 0)
+                for r in fails:
+                    rows = store.coordinate_history(
+                        run.series, run.backend, run.suite, metric_key=key[0], steps_key=key[1],
+                        constraint_key=key[2], step=r["step"], until=run.logical_date, limit=q["nights"], **scope,
+                    )
+                    band = (r["ref"], r["lo"], r["hi"]) if r.get("ref") is not None else None
+                    label = f"{key[0]} step {r['step']} over nights"
+                    view.charts.append((r, coordinate_chart(history_points(rows, run.run_id), band, label=label)))
+                if steps_label(key[1]) == "all" and key in gates:
+                    values = store.declaration_values(run.run_id, *key)
+                    bands = step_band(
+                        store.declaration_baselines(run.run_id, *key, DEFAULT_HISTORY_LIMIT), gates[key]["constraint"]
+                    )
+                    failing = set()
+                    for r in results:
+                        if r["status"] == FAIL and (r["metric_key"], r["steps_key"], r["constraint_key"]) == key:
+                            failing.add(r["step"])
+                            bands[r["step"]] = (r["ref"], r["lo"], r["hi"])
+                    view.steps_chart = steps_chart(
+                        [(v.step, v.value) for v in values], bands, failing, label=f"{key[0]} over training steps"
+                    )
+                    view.steps_note = (
+                        "The band of a failing step is the one the verdict used; other steps show the mean of the "
+                        f"{DEFAULT_HISTORY_LIMIT} latest trusted baseline runs with the declaration's constraint."
+                    )
+            if run is not None and auth.is_authorized(user, run.provenance.get("dag_id") or q["dag_id"], "PUT"):
+                mark = mark_form(run, MarkForm(auth.form_token(user, run.run_id), "task?" + request.url.query))
+        return _html(task_page(verdict, views, summary_from_verdict=from_verdict, series_href=series_href, mark=mark))
+
+    @app.post("/mark")
+    async def mark(request: Request, user: auth.User) -> RedirectResponse:
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            raise HTTPException(400, "form too large")
+        form = _load(MarkFormSchema(), dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)))
+        with open_ui_store() as store:
+            run = store.get_run(form["run_id"])
+            if run is None:
+                raise HTTPException(404, f"no store run {form['run_id']}")
+            auth.require(user, run.provenance.get("dag_id"), "PUT")
+            auth.check_form_token(user, run.run_id, form["token"])
+            store.mark_run(
+                run.run_id, form["status"], reason=form["reason"], marked_by=auth.user_name(user),
+                at=datetime.now(timezone.utc),
+            )
+        return RedirectResponse(form["next"], status_code=303)
+
+    return app

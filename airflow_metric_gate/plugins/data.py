@@ -1,0 +1,248 @@
+"""What the "Metric gate" UI shows, built from a verdict and store rows (no Airflow, no HTML).
+
+The pages and charts are drawn from the plain structures these functions return, so the same data
+can be checked in tests without a browser or an Airflow database.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES
+
+#: A FAIL's distance divides by ``max(|ref|, DISTANCE_TINY)`` (as the verdict's summary does).
+DISTANCE_TINY = 1e-12
+
+#: How the runs of a series are drawn: one kind per point.
+KIND_TONIGHT = "tonight"
+KIND_TRUSTED = "trusted"
+KIND_UNTRUSTED = "untrusted"
+KIND_PENDING = "pending"
+KIND_SHADOW = "shadow"
+
+
+def band_distance(current: float, ref: float, lo: float, hi: float) -> float:
+    """Return how far a value lies outside its band, relative to the baseline reference (0 inside).
+
+    :param current: the value.
+    :param ref: the baseline reference.
+    :param lo: the band's lower end.
+    :param hi: the band's upper end.
+    """
+    scale = max(abs(ref), DISTANCE_TINY)
+    if current > hi:
+        distance = (current - hi) / scale
+    elif current < lo:
+        distance = (lo - current) / scale
+    else:
+        distance = 0.0
+    return min(distance, sys.float_info.max)
+
+
+def _declaration_key(result: Mapping) -> tuple[str, str, str]:
+    return result["metric_key"], result["steps_key"], result["constraint_key"]
+
+
+def summary_from_results(results: Sequence[Mapping]) -> list[dict]:
+    """Build the per-declaration summary from a verdict's listed results (when it carries none).
+
+    Only the listed results count, so ``PASS`` and ``INACTIVE`` are ``None`` (unknown here): the
+    verdict lists FAIL and ERROR results only.  Same shape and order as the verdict's ``summary``:
+    declarations with a FAIL first, by their worst distance (largest first), then those with an ERROR.
+
+    :param results: the verdict's ``results``.
+    """
+    entries: dict[tuple[str, str, str], dict] = {}
+    for r in results:
+        if r["status"] not in (FAIL, ERROR):
+            continue
+        key = _declaration_key(r)
+        entry = entries.get(key)
+        if entry is None:
+            entry = entries[key] = {
+                "metric_key": key[0], "steps_key": key[1], "constraint_key": key[2],
+                "counts": {PASS: None, FAIL: 0, INACTIVE: None, ERROR: 0},
+                "first_failing_step": None, "last_failing_step": None, "side": None, "worst": None, "error": None,
+            }
+        entry["counts"][r["status"]] += 1
+        if r["status"] == ERROR:
+            entry["error"] = entry["error"] or r.get("reason")
+            continue
+        step = r["at_step"] if r.get("at_step") is not None else r["step"]
+        if step is not None:
+            first, last = entry["first_failing_step"], entry["last_failing_step"]
+            entry["first_failing_step"] = step if first is None else min(first, step)
+            entry["last_failing_step"] = step if last is None else max(last, step)
+        sides = {entry["side"], r["side"]} - {None}
+        entry["side"] = sides.pop() if len(sides) == 1 else "both"
+        distance = band_distance(r["current"], r["ref"], r["lo"], r["hi"])
+        if entry["worst"] is None or distance > entry["worst"]["distance"]:
+            entry["worst"] = {
+                "step": r["step"], "at_step": r.get("at_step"), "current": r["current"], "ref": r["ref"],
+                "lo": r["lo"], "hi": r["hi"], "side": r["side"], "bound": r["bound"], "distance": distance,
+            }
+    return sorted(
+        entries.values(),
+        key=lambda e: (e["worst"] is None, -e["worst"]["distance"] if e["worst"] is not None else 0.0),
+    )
+
+
+def verdict_summary(verdict: Mapping) -> tuple[list[dict], bool]:
+    """Return a verdict's per-declaration summary, and whether it came from the verdict itself.
+
+    :param verdict: a verdict (``verdict/v1``).
+    """
+    summary = verdict.get("summary")
+    if isinstance(summary, list):
+        return list(summary), True
+    return summary_from_results(verdict.get("results", [])), False
+
+
+def steps_label(steps_key: str) -> str:
+    """Return a declaration's steps key as written (``all`` rather than the canonical JSON ``"all"``).
+
+    :param steps_key: canonical JSON of the steps literal.
+    """
+    try:
+        value = json.loads(steps_key)
+    except ValueError:
+        return steps_key
+    return value if isinstance(value, str) else steps_key
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def summary_text(entry: Mapping) -> str:
+    """Return one summary entry as the sentence on-call reads first.
+
+    ``rollout/raw_reward (steps all): 80 FAIL from step 120 to 199, below the band; worst at step 150:
+    0.61 vs baseline 1.02 (band 0.918..1.12), 33.6% outside``
+
+    :param entry: one entry of the verdict's ``summary``.
+    """
+    counts = entry["counts"]
+    head = f"{entry['metric_key']} (steps {steps_label(entry['steps_key'])})"
+    parts = []
+    if counts.get(FAIL):
+        first, last = entry.get("first_failing_step"), entry.get("last_failing_step")
+        where = ""
+        if first is not None and last is not None:
+            where = f" at step {first}" if first == last else f" from step {first} to {last}"
+        side = entry.get("side")
+        text = f"{counts[FAIL]} FAIL{where}" + (f", {side} the band" if side in ("above", "below") else "")
+        worst = entry.get("worst")
+        if worst:
+            step = worst["at_step"] if worst.get("at_step") is not None else worst["step"]
+            text += (
+                f"; worst at step {step}: {_num(worst['current'])} vs baseline {_num(worst['ref'])} "
+                f"(band {_num(worst['lo'])}..{_num(worst['hi'])}), {worst['distance'] * 100:.3g}% outside"
+            )
+        parts.append(text)
+    if counts.get(ERROR):
+        parts.append(f"{counts[ERROR]} ERROR" + (f": {entry['error']}" if entry.get("error") else ""))
+    return f"{head}: " + "; ".join(parts)
+
+
+def worst_failures(results: Sequence[Mapping], entry: Mapping, limit: int) -> list[dict]:
+    """Return a declaration's FAIL results, worst first, at most ``limit``.
+
+    :param results: the verdict's ``results``.
+    :param entry: the declaration's summary entry.
+    :param limit: how many.
+    """
+    key = _declaration_key(entry)
+    fails = [r for r in results if r["status"] == FAIL and _declaration_key(r) == key]
+    fails.sort(key=lambda r: -band_distance(r["current"], r["ref"], r["lo"], r["hi"]))
+    return [dict(r) for r in fails[:limit]]
+
+
+_REASON_COUNT = re.compile(r"(\d+) (PASS|FAIL|INACTIVE|ERROR)\b")
+
+
+def status_counts(status_reason: str | None) -> dict[str, int] | None:
+    """Return the evaluation's counts kept in a run's ``status_reason`` (``"9 PASS, 1 FAIL"``).
+
+    A hand mark from the UI keeps them in front (``"9 PASS, 1 FAIL; marked trusted by ..."``).
+
+    :param status_reason: the run's ``status_reason``; ``None``, or a note without counts (a mark
+        from the command line), gives ``None``.
+    """
+    if not status_reason or status_reason.startswith("marked "):
+        return None
+    found = _REASON_COUNT.findall(status_reason.split("; marked ", 1)[0])
+    if not found:
+        return None
+    counts = {status: 0 for status in STATUSES}
+    for number, status in found:
+        counts[status] = int(number)
+    return counts
+
+
+@dataclass(frozen=True)
+class Point:
+    """One night of a coordinate's history, as a chart draws it."""
+
+    run_id: str
+    logical_date: datetime
+    value: float
+    kind: str
+    status: str
+    role: str
+
+
+def point_kind(role: str, status: str, *, tonight: bool = False) -> str:
+    """Return how a run's point is drawn: tonight, shadow, or by trust status.
+
+    :param role: ``baseline`` or ``shadow``.
+    :param status: ``pending``, ``trusted`` or ``untrusted``.
+    :param tonight: the run the page is about.
+    """
+    if tonight:
+        return KIND_TONIGHT
+    if role == "shadow":
+        return KIND_SHADOW
+    return {"trusted": KIND_TRUSTED, "untrusted": KIND_UNTRUSTED}.get(status, KIND_PENDING)
+
+
+def history_points(rows: Iterable[Mapping], tonight_run_id: str | None = None) -> list[Point]:
+    """Turn :meth:`~airflow_metric_gate.store.MetricStore.coordinate_history` rows into chart points.
+
+    :param rows: the history rows, oldest first.
+    :param tonight_run_id: the store run id to highlight.
+    """
+    return [
+        Point(
+            run_id=r["run_id"], logical_date=r["logical_date"], value=float(r["value"]),
+            kind=point_kind(r["role"], r["status"], tonight=r["run_id"] == tonight_run_id),
+            status=r["status"], role=r["role"],
+        )
+        for r in rows
+    ]
+
+
+def step_band(values_by_step: Mapping[int, Sequence[float]], constraint: Mapping[str, float], *,
+              aggregate: str = "mean", min_history: int = 1) -> dict[int, tuple[float, float, float]]:
+    """Return ``{step: (ref, lo, hi)}`` for a declaration's baseline values by step.
+
+    :param values_by_step: the baseline values of each step.
+    :param constraint: the declaration's band parameters.
+    :param aggregate: ``mean`` or ``median``.
+    :param min_history: steps with fewer baseline values get no band (cold start).
+    """
+    from airflow_metric_gate.evaluation import compute_band, reference
+
+    out = {}
+    for step, values in values_by_step.items():
+        if not values or len(values) < max(min_history, 1):
+            continue
+        ref = reference(values, aggregate)
+        band = compute_band(ref, constraint)
+        out[step] = (ref, band.lo, band.hi)
+    return out

@@ -1,0 +1,362 @@
+"""The HTML of the "Metric gate" UI pages (no Airflow; every value escaped, every link relative).
+
+The pages live side by side under the plugin's URL prefix (``./``, ``series``, ``task``, ``mark``),
+so relative links work behind any prefix or ``[api] base_url``.  No script is used: the Airflow UI
+shows external views in a sandboxed iframe.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from html import escape
+from urllib.parse import urlencode
+
+from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES
+from airflow_metric_gate.plugins.data import status_counts, steps_label, summary_text
+from airflow_metric_gate.store import RunRow
+
+STYLE = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:16px;color:#1b1f24;background:#fff}
+h1{font-size:20px;margin:0 0 8px}h2{font-size:16px;margin:20px 0 6px}h3{font-size:14px;margin:14px 0 4px}
+a{color:#0b62c4}table{border-collapse:collapse;margin:6px 0}th,td{border-bottom:1px solid #e3e6ea;padding:4px 8px;
+text-align:left;vertical-align:top}th{background:#f4f6f8;font-weight:600}.mg-muted{color:#5d6670}
+.mg-summary{list-style:none;padding:0;margin:8px 0}.mg-summary li{border-left:4px solid #c62828;background:#fdf1f0;
+padding:6px 10px;margin:4px 0}.mg-summary li.mg-error{border-color:#b26a00;background:#fff6e5}
+.mg-verdict{display:inline-block;padding:2px 8px;border-radius:4px;font-weight:600}
+.mg-verdict-ok{background:#e6f4ea;color:#1e7b34}.mg-verdict-bad{background:#fce8e6;color:#b3261e}
+.mg-chart{max-width:100%;height:auto;background:#fff;border:1px solid #e3e6ea;margin:4px 0}
+.mg-band{fill:#a5c8f0;fill-opacity:.45;stroke:none}.mg-band-key{fill:#a5c8f0;fill-opacity:.45}
+.mg-ref{stroke:#1f5fa8;stroke-dasharray:5 3;stroke-width:1.2;fill:none}
+.mg-axis{stroke:#5d6670}.mg-grid{stroke:#eef0f2}.mg-tick,.mg-legend{font-size:11px;fill:#3d454d}
+.mg-line{fill:none;stroke:#9aa3ab;stroke-width:1}.mg-tonight-line{stroke:#222;stroke-width:1.3}
+.mg-trusted{fill:#1f5fa8}.mg-pending{fill:#9aa3ab}.mg-untrusted{stroke:#c62828;stroke-width:2;fill:none}
+.mg-shadow{fill:#fff;stroke:#7b4bb7;stroke-width:1.5}.mg-tonight{fill:#f57c00;stroke:#000;stroke-width:2}
+.mg-step-pass{fill:#444}.mg-step-fail{fill:#c62828}
+form.mg-inline{display:inline}input,select,button{font:inherit;padding:2px 6px}
+.mg-note{background:#f4f6f8;padding:6px 10px;border-radius:4px}
+.mg-flash{background:#e6f4ea;padding:6px 10px;border-radius:4px}
+"""
+
+
+def page(title: str, body: str) -> str:
+    """Wrap a page body in the document with the package's stylesheet.
+
+    :param title: the document title.
+    :param body: the body HTML.
+    """
+    return (
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        f"<title>{escape(title)}</title><meta name=\"viewport\" content=\"width=device-width\">"
+        f"<style>{STYLE}</style></head><body>{body}</body></html>"
+    )
+
+
+def _q(**params: object) -> str:
+    return urlencode({k: v for k, v in params.items() if v is not None})
+
+
+def series_link(series: str, backend: str, suite: str, **extra: object) -> str:
+    """Return the relative link to a series page.
+
+    :param series: the series name.
+    :param backend: the backend.
+    :param suite: the suite.
+    :param extra: more query parameters (``None`` values are left out).
+    """
+    return "series?" + _q(series=series, backend=backend, suite=suite, **extra)
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def _step(result: Mapping) -> str:
+    if result.get("step") is None:
+        return "-"
+    if result["step"] == -1:
+        return f"last@{result['at_step']}" if result.get("at_step") is not None else "last"
+    return str(result["step"])
+
+
+def index_page(identities: Sequence[Mapping], *, hidden: int) -> str:
+    """The navigation entry: every series identity the user may read.
+
+    :param identities: rows of :meth:`~airflow_metric_gate.store.MetricStore.series_identities`,
+        already filtered to readable DAGs.
+    :param hidden: how many series the user may not read (only counted).
+    """
+    rows = []
+    for i in identities:
+        link = series_link(i["series"], i["backend"], i["suite"])
+        rows.append(
+            f"<tr><td><a href=\"{escape(link)}\">{escape(i['series'])}</a></td><td>{escape(i['backend'])}</td>"
+            f"<td>{escape(i['suite'])}</td><td>{escape(i['dag_id'] or '(outside Airflow)')}</td>"
+            f"<td>{i['runs']}</td><td>{i['latest']:%Y-%m-%d %H:%M}</td></tr>"
+        )
+    table = (
+        "<table class=\"mg-series\"><tr><th>series</th><th>backend</th><th>suite</th><th>written by DAG</th>"
+        "<th>runs</th><th>latest logical date</th></tr>" + "".join(rows) + "</table>"
+        if rows else "<p class=\"mg-empty\">No series you may read is in the metric store yet.</p>"
+    )
+    note = f"<p class=\"mg-muted\">{hidden} more series written by DAGs you may not read.</p>" if hidden else ""
+    return page("Metric gate", "<h1>Metric gate: series</h1>" + table + note)
+
+
+@dataclass
+class MarkForm:
+    """What a mark form needs: where to post back, and the request token of this user and run."""
+
+    token: str
+    next_url: str
+
+
+def mark_form(run: RunRow, form: MarkForm) -> str:
+    """Return the form that marks a run trusted or untrusted (reason required).
+
+    :param run: the run.
+    :param form: the token and the page to come back to.
+    """
+    target = "untrusted" if run.status != "untrusted" else "trusted"
+    return (
+        "<form class=\"mg-inline mg-mark\" method=\"post\" action=\"mark\">"
+        f"<input type=\"hidden\" name=\"run_id\" value=\"{escape(run.run_id)}\">"
+        f"<input type=\"hidden\" name=\"status\" value=\"{target}\">"
+        f"<input type=\"hidden\" name=\"token\" value=\"{escape(form.token)}\">"
+        f"<input type=\"hidden\" name=\"next\" value=\"{escape(form.next_url)}\">"
+        "<input name=\"reason\" required minlength=\"3\" maxlength=\"500\" placeholder=\"reason\" size=\"18\">"
+        f"<button type=\"submit\">mark {target}</button></form>"
+    )
+
+
+def _counts_cells(run: RunRow) -> str:
+    counts = status_counts(run.status_reason)
+    if counts is None:
+        return "".join("<td>-</td>" for _ in STATUSES)
+    return "".join(f"<td>{counts[s]}</td>" for s in STATUSES)
+
+
+def _provenance(run: RunRow) -> str:
+    prov = run.provenance or {}
+    parts = []
+    for key in ("dag_id", "airflow_run_id", "commit_sha", "training_job_id"):
+        if prov.get(key):
+            parts.append(f"{key}={prov[key]}")
+    marks = prov.get("marks") or []
+    if marks:
+        last = marks[-1]
+        parts.append(f"marked {last.get('status')} by {last.get('by')}: {last.get('reason')}")
+    return escape("; ".join(parts)) or "-"
+
+
+@dataclass
+class Picker:
+    """The metric and coordinate chosen on a series page, and the choices."""
+
+    declarations: list[dict] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    metric_key: str | None = None
+    steps_key: str | None = None
+    constraint_key: str | None = None
+    step: int | None = None
+    nights: int = 60
+
+
+def _picker(identity: tuple[str, str, str], picker: Picker) -> str:
+    series, backend, suite = identity
+    options = []
+    for d in picker.declarations:
+        value = json.dumps([d["metric_key"], d["steps_key"], d["constraint_key"]])
+        chosen = (d["metric_key"], d["steps_key"], d["constraint_key"]) == (
+            picker.metric_key, picker.steps_key, picker.constraint_key
+        )
+        label = f"{d['metric_key']} (steps {steps_label(d['steps_key'])})"
+        options.append(
+            f"<option value=\"{escape(value)}\"{' selected' if chosen else ''}>{escape(label)}</option>"
+        )
+    hidden = "".join(
+        f"<input type=\"hidden\" name=\"{k}\" value=\"{escape(v)}\">"
+        for k, v in (("series", series), ("backend", backend), ("suite", suite))
+    )
+    step_field = ""
+    if picker.steps:
+        step_options = "".join(
+            f"<option{' selected' if s == picker.step else ''}>{s}</option>" for s in picker.steps
+        )
+        step_field = f" step <select name=\"step\">{step_options}</select>"
+    return (
+        f"<form class=\"mg-picker\" method=\"get\" action=\"series\">{hidden}"
+        f"metric <select name=\"declaration\">{''.join(options)}</select>{step_field} "
+        f"nights <input name=\"nights\" type=\"number\" min=\"2\" max=\"365\" value=\"{picker.nights}\"> "
+        "<button type=\"submit\">chart</button></form>"
+    )
+
+
+def series_page(
+    identity: tuple[str, str, str],
+    runs: Sequence[RunRow],
+    *,
+    page_number: int,
+    has_next: bool,
+    picker: Picker,
+    chart: str,
+    mark_forms: Mapping[str, MarkForm],
+    flash: str | None = None,
+) -> str:
+    """The runs of one series identity, and the history chart of the chosen coordinate.
+
+    :param identity: ``(series, backend, suite)``.
+    :param runs: this page's runs, newest first.
+    :param page_number: 1-based page number.
+    :param has_next: whether an older page exists.
+    :param picker: the chosen metric and coordinate.
+    :param chart: the chart's HTML (may be empty).
+    :param mark_forms: the runs the user may mark, by store run id.
+    :param flash: a one-line note to show on top.
+    """
+    series, backend, suite = identity
+    keep = {"declaration": json.dumps([picker.metric_key, picker.steps_key, picker.constraint_key])
+            if picker.metric_key else None, "step": picker.step, "nights": picker.nights}
+    head = (
+        f"<h1>Metric gate: {escape(series)} <span class=\"mg-muted\">({escape(backend)}, {escape(suite)})</span></h1>"
+        "<p><a href=\"./\">all series</a></p>"
+    )
+    if flash:
+        head += f"<p class=\"mg-flash\">{escape(flash)}</p>"
+    chart_block = "<h2>History of a coordinate</h2>" + _picker(identity, picker)
+    if picker.metric_key is not None:
+        step = "-" if picker.step is None else ("last" if picker.step == -1 else str(picker.step))
+        chart_block += (
+            f"<h3>{escape(picker.metric_key)} (steps {escape(steps_label(picker.steps_key or ''))}), "
+            f"step {escape(step)}</h3>" + chart
+        )
+    rows = []
+    for r in runs:
+        action = mark_form(r, mark_forms[r.run_id]) if r.run_id in mark_forms else ""
+        rows.append(
+            f"<tr class=\"mg-run mg-run-{escape(r.status)}\"><td>{r.logical_date:%Y-%m-%d %H:%M}</td>"
+            f"<td>{escape(r.role)}</td><td>{escape(r.status)}</td>{_counts_cells(r)}"
+            f"<td><code>{escape(r.run_id)}</code></td><td>{_provenance(r)}</td><td>{action}</td></tr>"
+        )
+    header = "".join(f"<th>{s}</th>" for s in STATUSES)
+    table = (
+        "<table class=\"mg-runs\"><tr><th>logical date</th><th>role</th><th>status</th>"
+        f"{header}<th>store run id</th><th>provenance</th><th></th></tr>" + "".join(rows) + "</table>"
+    )
+    nav = []
+    if page_number > 1:
+        nav.append(f"<a href=\"{escape(series_link(series, backend, suite, page=page_number - 1, **keep))}\">newer</a>")
+    if has_next:
+        nav.append(f"<a href=\"{escape(series_link(series, backend, suite, page=page_number + 1, **keep))}\">older</a>")
+    runs_block = f"<h2>Runs (page {page_number})</h2>" + table + ("<p>" + " | ".join(nav) + "</p>" if nav else "")
+    return page(f"Metric gate: {series}", head + chart_block + runs_block)
+
+
+@dataclass
+class DeclarationView:
+    """One failing declaration on the task-instance page: its summary, charts and worst results."""
+
+    entry: dict
+    charts: list[tuple[dict, str]] = field(default_factory=list)
+    more: int = 0
+    steps_chart: str = ""
+    steps_note: str = ""
+
+
+def _results_table(results: Iterable[Mapping]) -> str:
+    rows = []
+    for r in results:
+        band = "-" if r.get("lo") is None else f"[{_num(r['lo'])}, {_num(r['hi'])}]"
+        decided = f"{r.get('side')}, {r.get('bound')}" if r["status"] == FAIL else (r.get("reason") or "")
+        rows.append(
+            f"<tr><td>{escape(r['status'])}</td><td>{escape(_step(r))}</td><td>{_num(r.get('current'))}</td>"
+            f"<td>{_num(r.get('ref'))}</td><td>{escape(band)}</td><td>{r.get('n', '')}</td>"
+            f"<td>{escape(decided)}</td></tr>"
+        )
+    return (
+        "<table class=\"mg-results\"><tr><th>status</th><th>step</th><th>value</th><th>baseline</th><th>band</th>"
+        "<th>n</th><th>decided by</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def task_page(
+    verdict: Mapping,
+    declarations: Sequence[DeclarationView],
+    *,
+    summary_from_verdict: bool,
+    series_href: str | None,
+    mark: str = "",
+    flash: str | None = None,
+) -> str:
+    """The night's verdict of an evaluate task: summary first, then a chart per failing coordinate.
+
+    :param verdict: the verdict the task pushed to XCom.
+    :param declarations: the failing declarations, worst first.
+    :param summary_from_verdict: whether the summary came from the verdict (else from its listed results).
+    :param series_href: the relative link to the series page (``None`` when the series is not readable).
+    :param mark: the mark form's HTML for this run (empty when not allowed).
+    :param flash: a one-line note to show on top.
+    """
+    counts = verdict.get("counts", {})
+    trusted = bool(verdict.get("trusted"))
+    state = "TRUSTED" if trusted else "NOT TRUSTED"
+    lines = []
+    for view in declarations:
+        css = "mg-error" if not view.entry["counts"].get(FAIL) else "mg-fail"
+        lines.append(f"<li class=\"{css}\">{escape(summary_text(view.entry))}</li>")
+    summary = (
+        "<ul class=\"mg-summary\">" + "".join(lines) + "</ul>" if lines
+        else "<p class=\"mg-summary-none\">Every coordinate is within its band (or has too little history).</p>"
+    )
+    if lines and not summary_from_verdict:
+        summary += (
+            "<p class=\"mg-muted\">Summary built from the results listed in the verdict"
+            + (f" ({verdict.get('truncated')} more not listed)" if verdict.get("truncated") else "")
+            + ".</p>"
+        )
+    head = (
+        f"<h1>Metric gate verdict <span class=\"mg-verdict {'mg-verdict-ok' if trusted else 'mg-verdict-bad'}\">"
+        f"{state}</span></h1>"
+        f"<p>series <b>{escape(str(verdict.get('series')))}</b> ({escape(str(verdict.get('backend')))}, "
+        f"{escape(str(verdict.get('suite')))}), role {escape(str(verdict.get('role')))}, logical date "
+        f"{escape(str(verdict.get('logical_date')))}, store run <code>{escape(str(verdict.get('run_id')))}</code>"
+        + (f" &middot; <a href=\"{escape(series_href)}\">all runs of this series</a>" if series_href else "")
+        + "</p><p class=\"mg-counts\">"
+        + ", ".join(f"{escape(str(counts.get(s, 0)))} {s}" for s in (PASS, FAIL, INACTIVE, ERROR))
+        + (f"; {verdict.get('blocking')} enforced" if verdict.get("blocking") else "")
+        + "</p>"
+    )
+    if flash:
+        head += f"<p class=\"mg-flash\">{escape(flash)}</p>"
+    if mark:
+        head += f"<p>{mark}</p>"
+    body = [head, "<h2>What regressed</h2>", summary]
+    for view in declarations:
+        e = view.entry
+        steps = escape(steps_label(e["steps_key"]))
+        body.append(f"<h2>{escape(e['metric_key'])} <span class=\"mg-muted\">(steps {steps})</span></h2>")
+        if view.steps_chart:
+            body.append("<h3>This run over training steps, against the baseline band</h3>" + view.steps_chart)
+            if view.steps_note:
+                body.append(f"<p class=\"mg-muted\">{escape(view.steps_note)}</p>")
+        for result, chart in view.charts:
+            body.append(f"<h3>step {escape(_step(result))} over the last nights</h3>" + chart)
+        if view.more:
+            body.append(f"<p class=\"mg-muted\">{view.more} more failing coordinate(s) of this declaration; "
+                        "chart any of them from the series page.</p>")
+        if view.charts:
+            body.append(_results_table([r for r, _ in view.charts]))
+    errors = [r for r in verdict.get("results", []) if r.get("status") == ERROR]
+    if errors:
+        body.append("<h2>Errors</h2>" + _results_table(errors))
+    return page("Metric gate verdict", "".join(body))
+
+
+def message_page(title: str, text: str) -> str:
+    """A page that only says something (no verdict, not a gate task).
+
+    :param title: the heading.
+    :param text: the sentence.
+    """
+    return page(title, f"<h1>{escape(title)}</h1><p class=\"mg-note\">{escape(text)}</p>")
