@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from airflow_metric_gate import __version__
-from airflow_metric_gate.declarations import DeclarationError, load_gates_file
+from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file
 from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.evaluation import AGGREGATES, DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.limits import (
@@ -200,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list stored runs with their role and status, newest first")
     runs.add_argument("--series", help="only this series")
+    runs.add_argument("--backend", help="only this backend")
+    runs.add_argument("--suite", help="only this suite")
     runs.add_argument("--limit", type=_positive, default=20, help="at most this many runs (default: 20)")
     _store_option(runs)
     runs.add_argument("--json", action="store_true", help="print runs as JSON")
@@ -290,7 +292,9 @@ def _read_record(args: argparse.Namespace) -> Record:
 
 def _cmd_run(args: argparse.Namespace) -> int:
     _check_names(args)
-    declarations = load_gates_file(args.gates)
+    declarations, warnings = collapse_duplicates(load_gates_file(args.gates))
+    for warning in warnings:
+        print(printable(f"metric-gate: warning: {warning}"), file=sys.stderr)
     record = _read_record(args)
     logical_date = _logical_date(args.logical_date)
     provenance = {k: v for k, v in (("commit_sha", args.commit), ("training_job_id", args.training_job_id)) if v}
@@ -348,14 +352,23 @@ def _cmd_history(args: argparse.Namespace) -> int:
     if not rows:
         print(printable(f"no stored values of {args.metric_key} for series {args.series}"))
         return EXIT_OK
-    header = ("LOGICAL DATE", "RUN", "ROLE", "STATUS", "STEP", "VALUE", "STEPS", "CONSTRAINT")
-    table = [
-        (r["logical_date"], r["run_id"], r["role"], r["status"],
-         f"last@{r['at_step']}" if r["step"] == -1 else str(r["step"]), f"{r['value']:.6g}",
-         r["steps_key"], r["constraint_key"])
-        for r in rows
-    ]
-    print("\n".join(format_columns(header, [list(map(printable, row)) for row in table])))
+    # The band settings (steps and constraint literals) and the series identity head each
+    # coordinate's rows once, rather than repeating on every row.
+    groups: dict[tuple[str, str, str, str], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["backend"], r["suite"], r["steps_key"], r["constraint_key"]), []).append(r)
+    header = ("LOGICAL DATE", "RUN", "ROLE", "STATUS", "STEP", "VALUE")
+    blocks = []
+    for (backend, suite, steps_key, constraint_key), members in groups.items():
+        table = [
+            [printable(cell) for cell in (r["logical_date"], r["run_id"], r["role"], r["status"],
+             f"last@{r['at_step']}" if r["step"] == -1 else str(r["step"]), f"{r['value']:.6g}")]
+            for r in members
+        ]
+        heading = printable(f"{args.metric_key}, steps {steps_key}, constraint {constraint_key} "
+                            f"(series {args.series}, backend {backend}, suite {suite})")
+        blocks.append("\n".join([heading, *("  " + line for line in format_columns(header, table))]))
+    print("\n\n".join(blocks))
     return EXIT_OK
 
 
@@ -396,7 +409,7 @@ def _cmd_mark(args: argparse.Namespace) -> int:
 
 def _cmd_runs(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
-        runs = store.list_runs(series=args.series, limit=args.limit)
+        runs = store.list_runs(series=args.series, backend=args.backend, suite=args.suite, limit=args.limit)
     table = [
         {"run_id": r.run_id, "series": r.series, "backend": r.backend, "suite": r.suite,
          "logical_date": r.logical_date.isoformat(), "role": r.role, "status": r.status,
@@ -410,7 +423,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     if not table:
         print("no stored runs")
         return EXIT_OK
-    keys = ("logical_date", "run_id", "series", "role", "status", "status_reason")
+    keys = ("logical_date", "run_id", "series", "backend", "suite", "role", "status", "status_reason")
     header = [k.upper().replace("_", " ") for k in keys]
     print("\n".join(format_columns(header, [[printable(row[k] or "") for k in keys] for row in table])))
     return EXIT_OK

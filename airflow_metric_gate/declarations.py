@@ -350,23 +350,53 @@ def _resolve(
 ) -> list[GateDeclaration]:
     schema = DeclarationSchema(defaults=table)
     resolved: list[GateDeclaration] = []
-    seen: dict[tuple[str, str, str], int] = {}
     for index, item in enumerate(items, 1):
         line = lines[index - 1] if lines is not None and index - 1 < len(lines) else None
         if isinstance(item, GateDeclaration):
             declaration = item
         else:
             declaration = _build(item, schema, index=index, path=path, line=line)
-        first = seen.setdefault(declaration.coordinate, index)
-        if first != index:
-            raise DeclarationError(
-                f"{_label(index, item)}: declares the same metric_key, steps and constraint as gate {first}; "
-                "each coordinate can be declared once",
-                path=path,
-                line=line,
-            )
         resolved.append(declaration)
     return resolved
+
+
+def _place(declaration: GateDeclaration) -> str:
+    return declaration.source or "a declaration given without a source"
+
+
+def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[GateDeclaration], list[str]]:
+    """Collapse declarations of the same coordinate (metric, steps and constraint literals) into one.
+
+    The one rule for a coordinate declared twice (SPEC 4): the first declaration is kept, each
+    later one with the same ``enforce`` and ``allowlist_reason`` is dropped with a warning naming
+    both places; a file the reference gate accepts is never rejected for it.
+
+    :param declarations: resolved declarations, in declaration order.
+    :return: the declarations without duplicates, in first-seen order, and the warnings.
+    :raises DeclarationError: two declarations of one coordinate differ in ``enforce`` or
+        ``allowlist_reason``; the message names both places.
+    """
+    kept: dict[tuple[str, str, str], GateDeclaration] = {}
+    warnings: list[str] = []
+    for declaration in declarations:
+        first = kept.setdefault(declaration.coordinate, declaration)
+        if first is declaration:
+            continue
+        what = (
+            f"gate {declaration.metric_key!r} with steps {declaration.steps_key} and constraint "
+            f"{declaration.constraint_key}"
+        )
+        for name in ("enforce", "allowlist_reason"):
+            a, b = getattr(first, name), getattr(declaration, name)
+            if a != b:
+                raise DeclarationError(
+                    f"{what} is declared twice with different {name}: {a!r} at {_place(first)}, {b!r} at "
+                    f"{_place(declaration)}; declare it once, or make them agree",
+                    field=name,
+                )
+        warnings.append(f"{what} is declared twice, at {_place(first)} and at {_place(declaration)}; "
+                        "it is gated once")
+    return list(kept.values()), warnings
 
 
 def resolve_declarations(
@@ -381,8 +411,8 @@ def resolve_declarations(
         ``enforce``, ``allowlist_reason``; :class:`GateDeclaration` objects pass through.
     :param defaults: entries extending or overriding :data:`GATE_DEFAULTS`.
     :param source: where the declarations are written (a DAG and task id, a file), for messages.
-    :raises DeclarationError: naming the first invalid gate (1-based) and field, or a coordinate
-        declared twice.
+    :raises DeclarationError: naming the first invalid gate (1-based) and field.  A coordinate
+        declared twice is kept twice here; :func:`collapse_duplicates` decides.
     """
     table = _plain(GATE_DEFAULTS)
     _merge(table, defaults, source)
@@ -661,7 +691,9 @@ def _literal(node: ast.AST) -> Any:
 def _ci_gate_calls(tree: ast.Module) -> list[ast.Call]:
     calls = []
     for statement in tree.body:
-        value = statement.value if isinstance(statement, (ast.Expr, ast.Assign, ast.AnnAssign)) else None
+        # Only bare expression statements count: `_ = register_ci_gate(...)` and annotated
+        # assignments are ignored, as the reference gate ignores them.
+        value = statement.value if isinstance(statement, ast.Expr) else None
         if (
             isinstance(value, ast.Call)
             and isinstance(value.func, ast.Name)
@@ -711,9 +743,10 @@ def _call_arguments(call: ast.Call, name: str) -> dict[str, Any]:
 def parse_ci_gates(path: Any, *, defaults: Mapping[str, Any] | None = None) -> list[GateDeclaration]:
     """Read the ``register_ci_gate(...)`` declarations of a Python test file, without executing it.
 
-    Only top-level calls of the bare name ``register_ci_gate`` count (as a statement or the value
-    of an assignment); calls inside functions, classes or conditionals and attribute calls such
-    as ``gates.register_ci_gate(...)`` are ignored.  Arguments must be keywords with literal
+    Only top-level calls of the bare name ``register_ci_gate`` written as expression statements
+    count; assigned calls (``_ = register_ci_gate(...)``, annotated assignments), calls inside
+    functions, classes or conditionals and attribute calls such as ``gates.register_ci_gate(...)``
+    are ignored.  Arguments must be keywords with literal
     values: constants, negative numbers, lists, and dicts with string keys and no key twice.
 
     :param path: the Python file: a path, a URI string, or a pathlib-like object.

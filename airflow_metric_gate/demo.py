@@ -194,7 +194,10 @@ def run_demo(workdir: str | None = None, nights: int = 5) -> int:
     _say(f"  {_cli()} runs --series {SERIES} --store sqlite:///{store_path}")
     if runs:
         _say(f"  {_cli()} show {runs[-1].run_id} --all --store sqlite:///{store_path}")
-    _say(f"task logs: {home / 'logs'} ; per-night command output: {logs}")
+    # `airflow dags test` runs the tasks in its own process: their logs are in its output, one file per night.
+    last_log = logs / f"{outcomes[-1][0]}.log"
+    _say(f"task logs of the regressed night (every task, in order): {last_log}")
+    _say(f"  other nights: {logs}{os.sep}<YYYY-MM-DD>.log")
     if ok:
         _say("the clean nights passed and the regressed night failed its evaluate_gate task, as expected")
         return 0

@@ -34,6 +34,8 @@ from airflow_metric_gate.schemas.records import (
 RECORD_FORMATS = ("series", "rows")
 
 Point = tuple[int | None, object]
+#: A point whose step was not an int >= 0: ``(step as written, value, file, line)``.
+InvalidStep = tuple[object, object, str, int]
 
 
 class RecordError(LocatedError):
@@ -53,19 +55,24 @@ class Record:
         that step selection drops).
     :param sources: the files read, in read order.
     :param skipped: the entries of a record directory that were not read, as ``(path, reason)``.
+    :param invalid_steps: metric name -> its points whose step was not an int >= 0, as
+        ``(step as written, value, file, line)``; they are in ``metrics`` with step ``None``, and
+        step selection names them in the reasons they cause.
     """
 
-    __slots__ = ("metrics", "sources", "skipped")
+    __slots__ = ("metrics", "sources", "skipped", "invalid_steps")
 
     def __init__(
         self,
         metrics: dict[str, list[Point]] | None = None,
         sources: list[str] | None = None,
         skipped: list[tuple[str, str]] | None = None,
+        invalid_steps: dict[str, list[InvalidStep]] | None = None,
     ) -> None:
         self.metrics: dict[str, list[Point]] = metrics if metrics is not None else {}
         self.sources: list[str] = sources if sources is not None else []
         self.skipped: list[tuple[str, str]] = skipped if skipped is not None else []
+        self.invalid_steps: dict[str, list[InvalidStep]] = invalid_steps if invalid_steps is not None else {}
 
     def __contains__(self, metric: object) -> bool:
         return metric in self.metrics
@@ -221,8 +228,8 @@ def _json_error(err: ValueError) -> str:
     return f"not valid JSON: {err}"
 
 
-def _loaded_lines(fh: Any, name: str, load_line: Any) -> Iterator[Any]:
-    """Yield each non-blank line of a file as ``load_line`` validated it; errors name file and line."""
+def _loaded_lines(fh: Any, name: str, load_line: Any) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line number, line as load_line validated it)`` per non-blank line; errors name file and line."""
     loads = json.loads
     for lineno, raw in enumerate(fh, 1):
         try:
@@ -240,31 +247,59 @@ def _loaded_lines(fh: Any, name: str, load_line: Any) -> Iterator[Any]:
             loaded = load_line(obj, may_hold_markers(raw))
         except ValidationError as err:
             raise RecordError(format_errors(err.messages), path=name, line=lineno) from None
-        yield loaded
+        yield lineno, loaded
 
 
-def _read_series(fh: Any, name: str, metrics: dict[str, list[Point]]) -> int:
-    lines = 0
-    for metric, points in _loaded_lines(fh, name, load_series_line):
+def merge_lines(parts: list[list[Point]]) -> list[Point]:
+    """Merge the lines of one metric written several times in one file (a resumed trainer).
+
+    A later line's points replace the earlier points at the same steps; stepped points are then
+    ordered by step (stably: the points of one line keep their order), and step-less points
+    follow in line order (SPEC 2).
+
+    :param parts: the metric's points, one list per line, in line order.
+    """
+    merged = list(parts[0])
+    for part in parts[1:]:
+        replaced = {step for step, _ in part if step is not None}
+        if replaced:
+            merged = [p for p in merged if p[0] is None or p[0] not in replaced]
+        merged.extend(part)
+    stepped = [p for p in merged if p[0] is not None]
+    stepped.sort(key=itemgetter(0))
+    return stepped + [p for p in merged if p[0] is None]
+
+
+def _read_series(
+    fh: Any, name: str, metrics: dict[str, list[Point]], invalid_steps: dict[str, list[InvalidStep]]
+) -> None:
+    by_metric: dict[str, list[list[Point]]] = {}
+    for lineno, (metric, points, invalid) in _loaded_lines(fh, name, load_series_line):
+        parts = by_metric.get(metric)
+        if parts is None:
+            by_metric[metric] = [points]
+        else:
+            parts.append(points)
+        if invalid:
+            invalid_steps.setdefault(metric, []).extend((step, value, name, lineno) for step, value in invalid)
+    for metric, parts in by_metric.items():
+        points = parts[0] if len(parts) == 1 else merge_lines(parts)
         existing = metrics.get(metric)
         if existing is None:
             metrics[metric] = points
         else:
             existing.extend(points)
-        lines += 1
-    return lines
 
 
-def _read_rows(fh: Any, name: str, metrics: dict[str, list[Point]]) -> int:
+def _read_rows(
+    fh: Any, name: str, metrics: dict[str, list[Point]], invalid_steps: dict[str, list[InvalidStep]]
+) -> None:
     by_metric: defaultdict[str, list[Point]] = defaultdict(list)
     by_metric.update(metrics)
-    lines = 0
-    for step, values in _loaded_lines(fh, name, load_rows_line):
+    for _lineno, (step, values) in _loaded_lines(fh, name, load_rows_line):
         for metric, value in values:
             by_metric[metric].append((step, value))
-        lines += 1
     metrics.update(by_metric)
-    return lines
 
 
 @contextmanager
@@ -300,8 +335,12 @@ def read_record(location: Any, *, format: str = "series") -> Record:
     symbolic link or a link loop (as the record or in its directory) is an error, found before
     anything is opened.  The points of a
     metric found in several files are concatenated, then stably sorted by step with ``null``
-    steps last; metrics keep first-seen order.  In a single file a metric written on several
-    lines is concatenated in line order.
+    steps last; metrics keep first-seen order.  In one file a metric written on several lines (a
+    resumed trainer) is merged by step, a later line's point replacing an earlier one at the same
+    step (:func:`merge_lines`); a metric on one line keeps its points as written.  A record with
+    no metric line is empty, not an error: every declaration then finds its metric absent.
+    A step that is not an int >= 0 (``0.0``, ``-1``, ``"3"``, ``true``) makes its point
+    step-less, like ``null``; such points are listed in :attr:`Record.invalid_steps`.
 
     Values ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` are decoded to floats; other values
     that are not numbers (booleans, null, other strings) are kept, for step selection to drop.
@@ -323,21 +362,19 @@ def read_record(location: Any, *, format: str = "series") -> Record:
     path = _as_path(location)
     files, is_directory, skipped = _data_files(path)
     metrics: dict[str, list[Point]] = {}
+    invalid_steps: dict[str, list[InvalidStep]] = {}
     sources: list[str] = []
-    lines = 0
     with gc_paused():
         for file in files:
             name = str(file)
             try:
                 with file.open("rb") as fh:
-                    lines += read_lines(fh, name, metrics)
+                    read_lines(fh, name, metrics, invalid_steps)
             except OSError as err:
                 raise RecordError(f"cannot read: {err.strerror or err}", path=name) from err
             sources.append(name)
-    if not lines:
-        raise RecordError("the record holds no metric line", path=str(path))
     if is_directory:
         for points in metrics.values():
             _sort_by_step(points)
-    return Record(metrics, sources, skipped)
+    return Record(metrics, sources, skipped, invalid_steps)
 

@@ -7,11 +7,12 @@ the whole declaration and no values, so a broken metric is reported instead of s
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
 
-from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
 from airflow_metric_gate.records import Record, gc_paused
 
 #: The step under which ``steps="last"`` values are stored, whatever their real step was.
@@ -119,11 +120,14 @@ def _select_last(numeric: list[tuple[int | None, float]]) -> tuple[_Columns, str
     return ([LAST_STEP], [value], [step]), None
 
 
+_NO_STEP_UNDER_ALL = 'a numeric point has no step (null) under steps "all"'
+
+
 def _select_all(numeric: list[tuple[int | None, float]]) -> tuple[_Columns, str | None]:
     steps = list(map(_step, numeric))
     values = list(map(_value, numeric))
     if None in steps:
-        return _NONE, 'a numeric point has no step (null) under steps "all"'
+        return _NONE, _NO_STEP_UNDER_ALL
     if len(set(steps)) != len(steps):
         seen: set[int] = set()
         duplicate = next(s for s in steps if s in seen or seen.add(s))  # type: ignore[func-returns-value]
@@ -153,6 +157,19 @@ def _select_listed(numeric: list[tuple[int | None, float]], wanted: Sequence[int
     return (steps, values, steps), None
 
 
+def _invalid_step_note(notes: list[tuple[object, object, str, int]]) -> str:
+    """Name the numeric points whose step was not an int >= 0: they count as points without a step."""
+    numeric = [n for n in notes if is_numeric(n[1])] or notes
+    step, value, path, line = numeric[0]
+    try:
+        point = json.dumps([step, value])
+    except (TypeError, ValueError):
+        point = repr([step, value])
+    more = f" (and {len(numeric) - 1} more such point(s))" if len(numeric) > 1 else ""
+    return (f"point {point} ({path} line {line}) has a step that is not an int >= 0, so it counts as a point "
+            f"without a step{more}")
+
+
 def select_declaration(record: Record, declaration: GateDeclaration) -> Selection:
     """Select the values one declaration asks for.
 
@@ -174,6 +191,9 @@ def select_declaration(record: Record, declaration: GateDeclaration) -> Selectio
     else:
         columns, error = _select_listed(numeric, steps)
     if error:
+        notes = getattr(record, "invalid_steps", {}).get(metric)
+        if notes and (error == _NO_STEP_UNDER_ALL or (isinstance(steps, tuple) and error.startswith("listed"))):
+            error += "; " + _invalid_step_note(notes)
         return Selection(declaration, error=f"metric {metric!r}: {error}")
     return Selection(declaration, steps=columns[0], values=columns[1], at_steps=columns[2])
 
@@ -182,22 +202,12 @@ def select_steps(record: Record, declarations: Iterable[GateDeclaration]) -> lis
     """Select values for every declaration, in declaration order.
 
     :param record: the ingested record.
-    :param declarations: resolved declarations; two declarations with the same coordinate key
-        (metric, steps literal and constraint literal) are rejected because they would store the
-        same coordinate twice.
-    :raises ValueError: on a duplicated declaration.
+    :param declarations: resolved declarations; a coordinate declared twice (same metric, steps
+        literal and constraint literal) is selected once (:func:`collapse_duplicates`; callers
+        report its warnings).
+    :raises DeclarationError: a coordinate declared twice with different ``enforce`` or
+        ``allowlist_reason``.
     """
-    seen: dict[tuple[str, str, str], GateDeclaration] = {}
-    selections = []
+    unique, _warnings = collapse_duplicates(declarations)
     with gc_paused():  # selection builds one small tuple per value, none of them cyclic
-        for declaration in declarations:
-            key = (declaration.metric_key, declaration.steps_key, declaration.constraint_key)
-            if key in seen:
-                raise ValueError(
-                    f"gate for {declaration.metric_key!r} with steps {declaration.steps_key} and constraint "
-                    f"{declaration.constraint_key} is declared twice"
-                    + (f" ({seen[key].source} and {declaration.source})" if declaration.source else "")
-                )
-            seen[key] = declaration
-            selections.append(select_declaration(record, declaration))
-    return selections
+        return [select_declaration(record, declaration) for declaration in unique]

@@ -437,7 +437,7 @@ def render_report(
     :param where: lines saying where the full verdict is.
     """
     return Report(
-        summary=tuple(summary_entry_line(entry) for entry in verdict.get("summary", ())),
+        summary=tuple(printable(summary_entry_line(entry)) for entry in verdict.get("summary", ())),
         grep_line=summary_line(verdict),
         table=render_table(verdict, table_rows=table_rows, fails=fails),
         where=tuple(where),

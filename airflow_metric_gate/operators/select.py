@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_metric_gate.declarations import (
     DeclarationError,
     GateDeclaration,
+    collapse_duplicates,
     load_gates_file,
     resolve_declarations,
 )
@@ -97,8 +98,11 @@ class SelectStepsOperator(BaseOperator):
             if self.gates is not None:
                 source = f"{self.dag_id}.{self.task_id}" if self.has_dag() else self.task_id
                 found.extend(resolve_declarations(self.gates, defaults=self.defaults, source=source))
+            found, warnings = collapse_duplicates(found)
         except DeclarationError as err:
             raise AirflowFailException(printable(f"invalid gate declarations: {err}")) from err
+        for warning in warnings:
+            self.log.warning("%s", printable(warning))
         return found
 
     def execute(self, context: Context) -> dict[str, Any]:

@@ -33,6 +33,7 @@ _STEP_TYPES = frozenset({int, _NONE_TYPE})
 _INT_ONLY = {int}
 _PAIR_ONLY = {2}
 _first = itemgetter(0)
+_NO_INVALID: list[tuple[object, object]] = []  # shared, never appended to
 _second = itemgetter(1)
 
 
@@ -130,13 +131,18 @@ def _fast_points(series: list, decode: bool = True) -> list[tuple[int | None, ob
     return points
 
 
-def parse_points(series: object) -> list[tuple[int | None, object]]:
+def parse_points(
+    series: object, invalid: list[tuple[object, object]] | None = None
+) -> list[tuple[int | None, object]]:
     """Validate a ``series`` array and return its points as ``(step, value)`` tuples.
 
     A point is an array of at least two items ``[step, value, ...]``; items past the second are
-    ignored.  Values are decoded with :func:`decode_value`.
+    ignored.  Values are decoded with :func:`decode_value`.  A step that is not an int >= 0
+    (``0.0``, ``-1``, ``"3"``, ``true``) makes the point step-less, like a ``null`` step (SPEC 2):
+    the point is kept with step ``None`` and ``(step as written, value)`` is appended to ``invalid``.
 
     :param series: the parsed ``series`` member.
+    :param invalid: collects the points whose step was not an int >= 0.
     :raises ValidationError: naming the first bad point by its index.
     """
     if not isinstance(series, list):
@@ -151,10 +157,15 @@ def parse_points(series: object) -> list[tuple[int | None, object]]:
             raise ValidationError(
                 f"point {index} must be an array [step, value] of at least 2 items, got {_short(point)}"
             )
-        problem = check_step(point[0])
+        step, value = point[0], decode_value(point[1])
+        problem = check_step(step)
         if problem:
-            raise ValidationError(f"point {index}: {problem}")
-        points.append((point[0], decode_value(point[1])))
+            if type(step) is int and step > MAX_STEP:
+                raise ValidationError(f"point {index}: {problem}")
+            if invalid is not None:
+                invalid.append((step, value))
+            step = None
+        points.append((step, value))
     return points
 
 
@@ -167,7 +178,8 @@ class SeriesField(fields.Field):
     }
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
-        return parse_points(value)
+        invalid: list[tuple[object, object]] = []
+        return parse_points(value, invalid), invalid
 
 
 class MetricNameField(fields.Field):
@@ -202,7 +214,9 @@ class StepField(fields.Field):
 class RecordLineSchema(Schema):
     """One line of a ``series`` record: a metric and its points.
 
-    Loads to ``{"metric": str, "series": [(step, value), ...]}``.  Other members are ignored.
+    Loads to ``{"metric": str, "series": ([(step, value), ...], invalid)}``, ``invalid`` holding
+    ``(step, value)`` of the points whose step was not an int >= 0 (made step-less).  Other
+    members are ignored.
     """
 
     error_messages = {"type": "expected a JSON object with \"metric\" and \"series\""}
@@ -255,8 +269,13 @@ def format_errors(messages: Any) -> str:
     return str(messages)
 
 
-def load_series_line(obj: object, decode: bool = True) -> tuple[str, list[tuple[int | None, object]]]:
-    """Validate one parsed ``series`` line and return ``(metric, points)``.
+def load_series_line(
+    obj: object, decode: bool = True
+) -> tuple[str, list[tuple[int | None, object]], list[tuple[object, object]]]:
+    """Validate one parsed ``series`` line and return ``(metric, points, invalid)``.
+
+    ``invalid`` lists ``(step as written, value)`` for each point whose step was not an int >= 0;
+    such a point is in ``points`` with step ``None`` (see :func:`parse_points`).
 
     :param obj: the line as parsed by ``json.loads``.
     :param decode: whether values may need marker decoding (see :func:`may_hold_markers`);
@@ -269,9 +288,10 @@ def load_series_line(obj: object, decode: bool = True) -> tuple[str, list[tuple[
         if type(metric) is str and metric and type(series) is list:
             points = _fast_points(series, decode)
             if points is not None:
-                return metric, points
+                return metric, points, _NO_INVALID
     loaded = _SERIES_SCHEMA.load(obj)  # type: ignore[arg-type]
-    return loaded["metric"], loaded["series"]
+    points, invalid = loaded["series"]
+    return loaded["metric"], points, invalid
 
 
 def load_rows_line(obj: object, decode: bool = True) -> tuple[int | None, Iterable[tuple[str, object]]]:

@@ -653,17 +653,23 @@ class MetricStore:
             self._execute(cur, f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY logical_date, run_id", params)
             return [self._run_from_row(r) for r in cur.fetchall()]
 
-    def list_runs(self, *, series: str | None = None, limit: int = 50) -> list[RunRow]:
+    def list_runs(
+        self, *, series: str | None = None, backend: str | None = None, suite: str | None = None, limit: int = 50
+    ) -> list[RunRow]:
         """Return runs, newest logical date first.
 
         :param series: only this series.
+        :param backend: only this backend.
+        :param suite: only this suite.
         :param limit: at most this many runs.
         """
         sql = f"SELECT {_RUN_COLUMNS} FROM runs"
         params: list[Any] = []
-        if series is not None:
-            sql += " WHERE series = %s"
-            params.append(series)
+        where = [(column, value) for column, value in (("series", series), ("backend", backend), ("suite", suite))
+                 if value is not None]
+        if where:
+            sql += " WHERE " + " AND ".join(f"{column} = %s" for column, _ in where)
+            params.extend(value for _, value in where)
         sql += " ORDER BY logical_date DESC, run_id DESC LIMIT %s"
         params.append(limit)
         with self._transaction() as cur:

@@ -1,61 +1,91 @@
-"""The operators under dynamic task mapping: one store run per map index, XCom routed per index."""
+"""examples/several_series_mapped.py: a task group mapped over series identities, on Postgres.
+
+One store run per map index, XCom routed per index, each series judged against its own history
+only; a regression of one series fails only its own map index.
+"""
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import textwrap
-import uuid
+import shutil
+from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.airflow_db
+pytestmark = [pytest.mark.airflow_db, pytest.mark.postgres]
 
-DAG_TEMPLATE = """
-from __future__ import annotations
-
-import pendulum
-
-from airflow.sdk import DAG
-
-from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
-from airflow_metric_gate.operators.persist import PersistValuesOperator
-from airflow_metric_gate.operators.select import SelectStepsOperator
-
-CONSTRAINT = {{"rel_up": 0.5, "rel_down": 0.2}}
-GATES = [{{"metric_key": "rollout/raw_reward", "steps": "all", "constraint": CONSTRAINT}}]
-
-with DAG(dag_id={dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False):
-    select = SelectStepsOperator(task_id="select_steps", record={record!r}, gates=GATES)
-    persist = PersistValuesOperator.partial(
-        task_id="persist_values", selection=select.output, role="baseline"
-    ).expand(series=["rl-a", "rl-b"])
-    EvaluateGateOperator.partial(task_id="evaluate_gate", enforce=True).expand(run=persist.output)
-"""
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "several_series_mapped.py"
+DAG_ID = "gate_several_series_mapped"
+REWARD = {"rl-7b": 0.8, "rl-70b": 0.3}  # far apart: each is a regression in the other's band
+SUITE = {"rl-7b": "nightly-8xh100", "rl-70b": "nightly-64xh100"}
+NIGHTS = ("2026-11-01", "2026-11-02", "2026-11-03")
 
 
-def test_each_map_index_is_its_own_store_run(airflow_env, tmp_path):
-    record = tmp_path / "night.jsonl"
-    record.write_text(json.dumps({"metric": "rollout/raw_reward", "series": [[0, 0.8], [1, 0.9]]}) + "\n")
-    db = tmp_path / "metric_gate.db"
-    dag_id = f"mapped_gate_{uuid.uuid4().hex[:8]}"
-    dag_file = airflow_env.scratch_dags / f"{dag_id}.py"
-    dag_file.write_text(textwrap.dedent(DAG_TEMPLATE.format(dag_id=dag_id, record=str(record))))
+def write_nights(root: Path, nights, reward, regressed: tuple[str, str] | None = None) -> None:
+    """Write ``<root>/<series>/<night>/part-0.jsonl`` and its ``_SUCCESS`` marker for every series and night.
 
-    result = airflow_env.dag_test(
-        dag_id,
-        dag_file=dag_file,
-        logical_date="2026-11-30T00:00:00+00:00",
-        env={"AIRFLOW_CONN_METRIC_GATE_DB": f"sqlite:///{db}"},
+    :param root: the record root.
+    :param nights: the nights.
+    :param reward: series -> its steady reward.
+    :param regressed: ``(series, night)`` whose reward collapses.
+    """
+    for night in nights:
+        for series, value in reward.items():
+            folder = root / series / night
+            folder.mkdir(parents=True)
+            value = value / 2 if regressed == (series, night) else value
+            lines = [{"metric": "rollout/raw_reward", "series": [[0, value], [1, value]]},
+                     {"metric": "train/grad_norm", "series": [[0, 1.0], [1, 1.0]]}]
+            (folder / "part-0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+            (folder / "_SUCCESS").touch()
+
+
+def query(url: str, sql: str, *params):
+    import psycopg2
+
+    conn = psycopg2.connect(url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql, params)
+            return cur.fetchall()
+    finally:
+        conn.close()
+
+
+def test_each_series_is_its_own_map_index_store_run_and_history(airflow_env, pg_url, tmp_path):
+    root = tmp_path / "records"
+    write_nights(root, NIGHTS, REWARD, regressed=("rl-70b", NIGHTS[-1]))
+    dag_file = airflow_env.scratch_dags / EXAMPLE.name
+    shutil.copy(EXAMPLE, dag_file)
+
+    results = airflow_env.dag_tests(
+        [{"dag_id": DAG_ID, "dag_file": dag_file, "logical_date": f"{night}T00:00:00+00:00",
+          "conf": {"record_root": str(root), "role": "baseline"}} for night in NIGHTS],
+        env={"AIRFLOW_CONN_METRIC_GATE_DB": pg_url},
+        timeout=1200,
     )
 
-    assert result.state == "success", result.output[-6000:]
-    persisted = [result.xcom["persist_values[0]"], result.xcom["persist_values[1]"]]
-    verdicts = [result.xcom["evaluate_gate[0]"], result.xcom["evaluate_gate[1]"]]
-    assert [p["series"] for p in persisted] == ["rl-a", "rl-b"]
-    assert persisted[0]["run_id"] != persisted[1]["run_id"]
-    assert [v["run_id"] for v in verdicts] == [p["run_id"] for p in persisted]
-    assert [v["series"] for v in verdicts] == ["rl-a", "rl-b"]
-    with sqlite3.connect(db) as conn:
-        rows = conn.execute("SELECT series, map_index FROM runs").fetchall()
-    assert sorted(rows) == [("rl-a", 0), ("rl-b", 1)]
+    for night, result in zip(NIGHTS[:-1], results):
+        assert result.state == "success", (night, result.output[-6000:])
+        persisted = [result.xcom[f"gate_series.persist_values[{i}]"] for i in range(2)]
+        verdicts = [result.xcom[f"gate_series.evaluate_gate[{i}]"] for i in range(2)]
+        assert [p["series"] for p in persisted] == list(REWARD)
+        assert persisted[0]["run_id"] != persisted[1]["run_id"]
+        assert [(v["series"], v["suite"], v["run_id"]) for v in verdicts] == [
+            (p["series"], SUITE[p["series"]], p["run_id"]) for p in persisted
+        ]
+        assert all(v["trusted"] for v in verdicts), verdicts
+
+    last = results[-1]  # rl-70b regressed: only its evaluate task fails; rl-7b passes on its own history
+    assert last.state == "failed"
+    assert last.task_state("gate_series.evaluate_gate[0]") == "success"
+    assert last.task_state("gate_series.evaluate_gate[1]") == "failed"
+    good, bad = last.xcom["gate_series.evaluate_gate[0]"], last.xcom["gate_series.evaluate_gate[1]"]
+    assert (good["series"], good["trusted"], good["counts"]["PASS"]) == ("rl-7b", True, 4)
+    assert (bad["series"], bad["trusted"], bad["counts"]["FAIL"]) == ("rl-70b", False, 2)
+    assert [r["ref"] for r in bad["results"]] == pytest.approx([REWARD["rl-70b"]] * 2)
+
+    rows = query(pg_url, "SELECT series, suite, map_index, status, COUNT(*) FROM runs "
+                         "GROUP BY series, suite, map_index, status ORDER BY series, status")
+    assert rows == [("rl-70b", "nightly-64xh100", 1, "trusted", 2), ("rl-70b", "nightly-64xh100", 1, "untrusted", 1),
+                    ("rl-7b", "nightly-8xh100", 0, "trusted", 3)]

@@ -237,6 +237,49 @@ def test_runs_and_show_rebuild_a_stored_verdict(capsys, tmp_path, store_url):
     assert code == 2 and "no run 'nope'" in err
 
 
+def test_runs_filters_by_suite_and_backend(capsys, tmp_path, store_url):
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(GATES_YAML)
+    for run_id, backend, suite in (("a", "cuda", "nightly-8xh100"), ("b", "rocm", "nightly-8xh100"),
+                                   ("c", "cuda", "weekly-64xh100")):
+        code, _, err = _run(capsys, "run", _write_record(tmp_path / f"{run_id}.jsonl", 0.8), "--gates", gates,
+                            "--series", "rl", "--backend", backend, "--suite", suite, "--run-id", run_id,
+                            "--store", store_url)
+        assert code == 0, err
+
+    def listed(*options):
+        code, out, err = _run(capsys, "runs", "--series", "rl", *options, "--store", store_url, "--json")
+        assert code == 0, err
+        return sorted(r["run_id"] for r in json.loads(out))
+
+    assert listed() == ["a", "b", "c"]
+    assert listed("--suite", "nightly-8xh100") == ["a", "b"]
+    assert listed("--backend", "cuda") == ["a", "c"]
+    assert listed("--backend", "cuda", "--suite", "nightly-8xh100") == ["a"]
+    code, out, _ = _run(capsys, "runs", "--backend", "rocm", "--store", store_url)
+    assert code == 0 and " b " in out and " a " not in out and "BACKEND" in out and "SUITE" in out
+
+
+def test_history_prints_the_band_settings_once_per_coordinate(capsys, tmp_path, store_url):
+    for day in (1, 2, 3):
+        _night(capsys, tmp_path, store_url, day, 0.8)
+    code, out, _ = _run(capsys, "history", "rollout/raw_reward", "--series", "rl", "--store", store_url)
+    assert code == 0
+    constraint = '{"rel_down":0.2,"rel_up":0.2}'
+    assert out.count(constraint) == 1, out  # once, above its 12 rows (3 nights x 4 steps)
+    heading = out.splitlines()[0]
+    assert "rollout/raw_reward" in heading and 'steps "all"' in heading and constraint in heading
+    assert "backend cuda" in heading and "suite default" in heading
+    assert "CONSTRAINT" not in out and sum(line.strip().startswith("2026-11-0") for line in out.splitlines()) == 12
+    other = tmp_path / "other.yaml"
+    other.write_text("gates:\n  - metric_key: rollout/raw_reward\n    steps: [1, 3]\n"
+                     "    constraint: {rel_up: 0.5, rel_down: 0.5}\n")
+    _night(capsys, tmp_path, store_url, 4, 0.8, gates=other)
+    code, out, _ = _run(capsys, "history", "rollout/raw_reward", "--series", "rl", "--store", store_url)
+    assert out.count('{"rel_down":0.5,"rel_up":0.5}') == 1 and out.count(constraint) == 1
+    assert out.count("steps [1,3]") == 1
+
+
 def test_median_and_mean_baselines_differ_as_expected(capsys, tmp_path, store_url):
     for day, reward in ((1, 1.0), (2, 1.0), (3, 10.0)):
         _night(capsys, tmp_path, store_url, day, reward)

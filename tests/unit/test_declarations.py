@@ -12,6 +12,7 @@ from airflow_metric_gate.declarations import (
     GATE_DEFAULTS,
     DeclarationError,
     GateDeclaration,
+    collapse_duplicates,
     declare,
     load_gates_file,
     merge_defaults,
@@ -305,13 +306,44 @@ def test_resolve_declarations_names_source_and_gate_number():
     assert str(info.value) == expected
 
 
-def test_resolve_declarations_passes_objects_through_and_rejects_a_coordinate_twice():
+def test_resolve_declarations_passes_objects_through():
     obj = declare("m", steps="all", constraint=C)
     resolved = resolve_declarations([obj, {"metric_key": "train/ppo_kl"}])
     assert resolved[0] is obj and resolved[1].steps == "all"
-    with pytest.raises(DeclarationError, match="gate 2 \\(m\\): declares the same metric_key, steps and "
-                                               "constraint as gate 1"):
-        resolve_declarations([obj, {"metric_key": "m", "steps": "all", "constraint": dict(C)}])
+
+
+def test_a_coordinate_declared_twice_collapses_with_a_warning_naming_both_places(tmp_path):
+    path = _file(tmp_path, "gates.yaml", """\
+        gates:
+          - metric_key: m
+            steps: all
+            constraint: {rel_up: 0.1, rel_down: 0.1}
+          - metric_key: train/ppo_kl
+          - {metric_key: m, steps: all, constraint: {rel_down: 0.1, rel_up: 0.1}}
+        """)
+    found = load_gates_file(path)
+    assert len(found) == 3  # reading keeps both; collapsing is one rule, decided below
+    kept, warnings = collapse_duplicates(found)
+    assert kept == [found[0], found[1]]
+    assert warnings == [
+        f"gate 'm' with steps \"all\" and constraint {found[0].constraint_key} is declared twice, at {path}:2 and "
+        f"at {path}:6; it is gated once"
+    ]
+    assert collapse_duplicates(kept) == (kept, [])
+
+
+@pytest.mark.parametrize("field, second", [("enforce", "enforce: true"), ("allowlist_reason", "allowlist_reason: x")])
+def test_a_coordinate_declared_twice_with_other_enforcement_is_an_error_naming_both_places(tmp_path, field, second):
+    path = _file(tmp_path, "gates.yaml", f"""\
+        gates:
+          - metric_key: train/ppo_kl
+          - metric_key: train/ppo_kl
+            {second}
+        """)
+    with pytest.raises(DeclarationError) as info:
+        collapse_duplicates(load_gates_file(path))
+    assert f"declared twice with different {field}" in str(info.value)
+    assert f"{path}:2" in str(info.value) and f"{path}:3" in str(info.value)
 
 
 # -- gates files -------------------------------------------------------------------------------
@@ -427,7 +459,10 @@ def test_ci_gates_are_read_from_top_level_bare_name_calls_only(tmp_path):
         from somewhere import register_ci_gate, registry
 
         register_ci_gate(metric_key="train/grad_norm")
-        gate = register_ci_gate(metric_key="m", steps=[2, 0], constraint={"rel_up": 1, "rel_down": 0.5})
+        register_ci_gate(metric_key="m", steps=[2, 0], constraint={"rel_up": 1, "rel_down": 0.5})
+        gate = register_ci_gate(metric_key="ignored/assigned", steps=oops())
+        _ = register_ci_gate(metric_key="ignored/underscore", steps=oops())
+        annotated: object = register_ci_gate(metric_key="ignored/annotated", steps=oops())
 
         def test_inside():
             register_ci_gate(metric_key="ignored/in_function", steps=oops())

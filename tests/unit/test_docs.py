@@ -21,8 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-DAG_FILE = ROOT / "dags" / "nightly_metric_gate.py"
-SNIPPET = re.compile(r'^--8<-- "(?P<file>[^":]+):(?P<section>[\w-]+)"$', re.M)
+EXAMPLES = ROOT / "scripts" / "sync_docs_examples.py"
 
 OPERATORS = [
     ("airflow_metric_gate.sensors.training_output", "TrainingOutputSensor"),
@@ -70,15 +69,12 @@ def _page_titled(title: str) -> str:
     raise AssertionError(f"no page in docs/ has the title {title!r}")
 
 
-def _dag_section(name: str) -> str:
-    text = _read(DAG_FILE)
-    match = re.search(
-        rf"^\s*# --8<-- \[start:{re.escape(name)}\]\n(.*?)^\s*# --8<-- \[end:{re.escape(name)}\]",
-        text,
-        flags=re.M | re.S,
-    )
-    assert match, f"dags/nightly_metric_gate.py has no section {name!r}"
-    return "\n".join(line for line in match.group(1).splitlines() if "--8<--" not in line)
+def _examples():
+    """The docs example tool (``scripts/sync_docs_examples.py``), loaded as a module."""
+    spec = importlib.util.spec_from_file_location("sync_docs_examples", EXAMPLES)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # -- the build ---------------------------------------------------------------------------------
@@ -110,26 +106,44 @@ def _code_text(html_text: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", html_text))
 
 
-def test_example_code_is_included_from_the_dag_file(site: Path) -> None:
-    """Operator pages include their example from dags/ by section markers; the built page holds it."""
-    included = 0
+def test_pages_show_their_example_code_as_plain_markdown(site: Path) -> None:
+    """Every example block in a page is the code of its source file, written out in the page itself."""
+    examples = _examples()
+    blocks = 0
     for rel, text in _pages().items():
-        for match in SNIPPET.finditer(text):
-            assert match["file"] == "dags/nightly_metric_gate.py", f"{rel}: includes {match['file']}"
-            section = _dag_section(match["section"])
+        assert "--8<--" not in text, f"{rel}: an include line shows no code on a repository browser"
+        for match in examples.BLOCK.finditer(text):
+            expected = examples.render(match["source"], match["section"])
+            assert match["body"] == expected, (
+                f"{rel}: the example from {match['source']}:{match['section']} differs from its source; "
+                "run python scripts/sync_docs_examples.py"
+            )
             page = "index.html" if rel == "index.md" else rel.removesuffix(".md") + "/index.html"
-            built = _code_text(_read(site / page))
-            first_line = next(line.strip() for line in section.splitlines() if line.strip())
-            assert first_line in built, f"{rel}: section {match['section']!r} did not render"
-            included += 1
-    assert included >= 5
+            first_line = next(line.strip() for line in expected.splitlines()[1:] if line.strip())
+            assert first_line in _code_text(_read(site / page)), f"{rel}: {match['source']} did not render"
+            blocks += 1
+    assert blocks >= 10
+    assert examples.main(["--check"]) == 0
+
+
+def test_operator_pages_show_an_example_from_the_nightly_dag() -> None:
+    examples = _examples()
     for _module, name in OPERATORS:
-        page = _page_titled(name)
-        refs = SNIPPET.findall(page)
-        assert refs, f"the {name} page includes no example from dags/"
-        assert any(name + "(" in _dag_section(section) for _, section in refs), (
-            f"the {name} page's included example does not use {name}"
-        )
+        found = [
+            m for m in examples.BLOCK.finditer(_page_titled(name)) if m["source"] == "dags/nightly_metric_gate.py"
+        ]
+        assert found, f"the {name} page shows no example from dags/nightly_metric_gate.py"
+        assert any(name + "(" in m["body"] for m in found), f"the {name} page's example does not use {name}"
+
+
+def test_an_example_edited_in_a_page_is_caught() -> None:
+    examples = _examples()
+    page = _read(DOCS / "airflow" / "ingest-record-operator.md")
+    edited = page.replace('task_id="ingest_record"', 'task_id="ingest"', 1)
+    assert edited != page
+    assert examples.sync(edited) == page  # the check sees the difference and restores the source's code
+    with pytest.raises(examples.ExampleError, match="no section 'nope'"):
+        examples.render("dags/nightly_metric_gate.py", "nope")
 
 
 # -- the command line --------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from airflow_metric_gate.records import Record, RecordError, read_record
+from airflow_metric_gate.records import Record, RecordError, merge_lines, read_record
 from airflow_metric_gate.schemas.records import RecordLineSchema, load_series_line
 
 
@@ -66,10 +66,21 @@ def test_markers_decode_to_non_finite_floats_in_value_position(tmp_path):
     assert record["NaN"] == [(0, 1.0)]
 
 
-def test_marker_in_step_position_is_an_error_not_decoded(tmp_path):
+def test_marker_in_step_position_is_not_decoded_and_makes_the_point_step_less(tmp_path):
     path = _write(tmp_path / "record.jsonl", {"metric": "m", "series": [["NaN", 1.0]]})
-    err = _error(path)
-    assert err.line == 1 and "point 0: step must be an integer >= 0 or null, got 'NaN'" in str(err)
+    record = read_record(path)
+    assert record["m"] == [(None, 1.0)]
+    assert record.invalid_steps == {"m": [("NaN", 1.0, str(path), 1)]}
+
+
+@pytest.mark.parametrize("step", [-1, 1.0, True, "3", [1], {"s": 1}])
+def test_a_step_that_is_not_an_int_makes_the_point_step_less_and_is_noted(tmp_path, step):
+    path = _write(tmp_path / "record.jsonl", {"metric": "ok", "series": [[0, 1.0]]},
+                  {"metric": "m", "series": [[0, 0.5], [step, 0.7], [None, 0.9]]})
+    record = read_record(path)
+    assert record["m"] == [(0, 0.5), (None, 0.7), (None, 0.9)]
+    assert record["ok"] == [(0, 1.0)]
+    assert record.invalid_steps == {"m": [(step, 0.7, str(path), 2)]}
 
 
 def test_non_numeric_values_are_kept_for_selection_to_drop(tmp_path):
@@ -91,16 +102,22 @@ def test_blank_lines_are_skipped_but_counted(tmp_path):
     assert err.line == 4
 
 
-def test_same_metric_on_several_lines_of_one_file_is_concatenated(tmp_path):
+def test_same_metric_on_several_lines_of_one_file_is_merged_by_step(tmp_path):
     path = _write(
         tmp_path / "record.jsonl",
-        {"metric": "m", "series": [[2, 0.2]]},
-        {"metric": "other", "series": [[0, 1.0]]},
-        {"metric": "m", "series": [[1, 0.1]]},
+        {"metric": "m", "series": [[2, 0.2], [None, "first"], [0, 0.0]]},
+        {"metric": "other", "series": [[1, 1.0], [0, 0.0]]},
+        {"metric": "m", "series": [[1, 0.1], [2, 0.25], [None, "second"]]},
     )
     record = read_record(path)
-    assert record["m"] == [(2, 0.2), (1, 0.1)]
+    # the later line's step 2 replaces the earlier; stepped points by step, step-less in line order
+    assert record["m"] == [(0, 0.0), (1, 0.1), (2, 0.25), (None, "first"), (None, "second")]
+    assert record["other"] == [(1, 1.0), (0, 0.0)]  # one line: kept as written
     assert list(record.metrics) == ["m", "other"]
+
+
+def test_merge_keeps_the_duplicates_of_one_line():
+    assert merge_lines([[(0, 1), (1, 2)], [(1, 3), (1, 4)]]) == [(0, 1), (1, 3), (1, 4)]
 
 
 # -- directory ---------------------------------------------------------------------------------
@@ -157,10 +174,12 @@ def test_missing_location_names_it(tmp_path):
     assert str(err) == f"{tmp_path / 'nowhere.jsonl'}: no such file or directory"
 
 
-def test_file_with_no_metric_line_is_an_error(tmp_path):
+@pytest.mark.parametrize("content", ["", "\n\n"])
+def test_file_with_no_metric_line_is_an_empty_record(tmp_path, content):
     path = tmp_path / "record.jsonl"
-    path.write_text("\n\n")
-    assert str(_error(path)) == f"{path}: the record holds no metric line"
+    path.write_text(content)
+    record = read_record(path)
+    assert len(record) == 0 and record.sources == [str(path)]
 
 
 class _UnreadablePath:
@@ -214,10 +233,6 @@ def test_unknown_format_is_an_error(tmp_path):
          "point 1 must be an array [step, value] of at least 2 items"),
         ('{"metric": "m", "series": [[0]]}', "point 0 must be an array [step, value] of at least 2 items"),
         ('{"metric": "m", "series": [[0, 1], "ab"]}', "point 1 must be an array [step, value]"),
-        ('{"metric": "m", "series": [[-1, 1]]}', "point 0: step must be an integer >= 0 or null, got -1"),
-        ('{"metric": "m", "series": [[1.0, 1]]}', "point 0: step must be an integer >= 0 or null, got 1.0"),
-        ('{"metric": "m", "series": [[true, 1]]}', "point 0: step must be an integer >= 0 or null, got True"),
-        ('{"metric": "m", "series": [["3", 1]]}', "point 0: step must be an integer >= 0 or null, got '3'"),
     ],
 )
 def test_every_line_error_names_file_and_line(tmp_path, line, message):
@@ -258,7 +273,7 @@ def test_fast_path_agrees_with_the_schema(line):
     """The tight check used on the hot path gives what the marshmallow schema gives."""
     fast = load_series_line(json.loads(json.dumps(line)))
     loaded = RecordLineSchema().load(json.loads(json.dumps(line)))
-    slow = (loaded["metric"], loaded["series"])
+    slow = (loaded["metric"], *loaded["series"])
     assert repr(fast) == repr(slow)
 
 

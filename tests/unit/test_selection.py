@@ -89,10 +89,13 @@ def test_absent_metric_and_no_numeric_point_are_errors(tmp_path):
     assert "absent from the record" in selection.error
 
 
-def test_duplicate_declaration_is_rejected(tmp_path):
+def test_a_coordinate_declared_twice_is_selected_once(tmp_path):
     rec = _record(tmp_path, {"metric": "m", "series": [[0, 0.1]]})
-    with pytest.raises(ValueError, match="declared twice"):
-        select_steps(rec, [declare("m", steps="all", constraint=C), declare("m", steps="all", constraint=C)])
+    (selection,) = select_steps(rec, [declare("m", steps="all", constraint=C), declare("m", steps="all", constraint=C)])
+    assert selection.values == [0.1]
+    with pytest.raises(ValueError, match="declared twice with different enforce"):
+        select_steps(rec, [declare("m", steps="all", constraint=C), declare("m", steps="all", constraint=C,
+                                                                             enforce=True)])
 
 
 def test_same_metric_with_other_literal_is_another_coordinate(tmp_path):

@@ -1,0 +1,241 @@
+"""Inputs the reference gate accepts are accepted here too (SPEC 2, 3, 4), on both stores.
+
+Each case runs twice: through ``metric-gate run`` and through the four operators chained as in the
+nightly DAG (the store behind the ``metric_gate_db`` connection).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timezone
+
+import pytest
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_metric_gate.cli import main
+from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
+from airflow_metric_gate.operators.ingest import IngestRecordOperator
+from airflow_metric_gate.operators.persist import PersistValuesOperator
+from airflow_metric_gate.operators.select import SelectStepsOperator
+from airflow_metric_gate.store import open_store
+
+REWARD_ALL = "  - metric_key: rollout/raw_reward\n    steps: all\n    constraint: {rel_up: 0.2, rel_down: 0.2}\n"
+GRAD = "  - metric_key: train/grad_norm\n"
+
+
+class _TI:
+    def __init__(self):
+        self.dag_id, self.task_id, self.map_index, self.try_number = "nightly", "t", -1, 1
+        self.run_id = "scheduled__2026-11-01T00:00:00+00:00"
+        self.pushed: dict = {}
+
+    def xcom_push(self, key, value):
+        self.pushed[key] = json.loads(json.dumps(value))
+
+
+class _DagRun:
+    run_type = "scheduled"
+    logical_date = run_after = datetime(2026, 11, 1, tzinfo=timezone.utc)
+
+
+def _write(path, text):
+    path.write_text(text)
+    return path
+
+
+def _record(path, *lines):
+    return _write(path, "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+
+
+def _gates(path, *entries):
+    return _write(path, "gates:\n" + "".join(entries))
+
+
+def via_cli(store_url, record, gates, *, enforce=False, capsys=None):
+    """``metric-gate run --json --all``: (exit status, verdict or None, stderr)."""
+    argv = ["run", str(record), "--gates", str(gates), "--series", "rl", "--store", store_url, "--json", "--all"]
+    code = main(argv + (["--enforce"] if enforce else []))
+    out, err = capsys.readouterr()
+    return code, (json.loads(out) if out.strip() else None), err
+
+
+def via_operators(store_url, record, gates, monkeypatch, *, enforce=False):
+    """The four operators in a row: the verdict pushed to XCom (raises what the last task raises)."""
+    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", store_url)
+    ti = _TI()
+    ctx = {"ti": ti, "dag_run": _DagRun(), "logical_date": _DagRun.logical_date}
+    summary = IngestRecordOperator(task_id="ingest_record", location=str(record)).execute(ctx)
+    selection = SelectStepsOperator(task_id="select_steps", record=summary, gates_file=str(gates)).execute(ctx)
+    persisted = PersistValuesOperator(task_id="persist_values", series="rl", selection=selection).execute(ctx)
+    EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=enforce, all_results=True).execute(ctx)
+    return ti.pushed["return_value"]
+
+
+@pytest.fixture(params=["cli", "operators"])
+def gate(request, store_url, monkeypatch, capsys):
+    """Run one night through the command line or the operators; return ``(verdict, messages)``.
+
+    ``messages`` is stderr (command line) or the task log (operators).
+    """
+
+    def run(record, gates, *, enforce=False):
+        if request.param == "cli":
+            code, verdict, err = via_cli(store_url, record, gates, enforce=enforce, capsys=capsys)
+            assert code == (1 if enforce and verdict and verdict["blocking"] else 0), err
+            return verdict, err
+        caplog = request.getfixturevalue("caplog")
+        caplog.set_level(logging.INFO)
+        verdict = via_operators(store_url, record, gates, monkeypatch, enforce=enforce)
+        out, err = capsys.readouterr()  # the task log, as Airflow's logging prints it here
+        return verdict, out + err + caplog.text
+
+    run.kind = request.param
+    return run
+
+
+def _results(verdict):
+    return [(r["metric_key"], r["status"], r["step"], r["current"]) for r in verdict["results"]]
+
+
+# -- 1. an empty record ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("content", ["", "\n\n"], ids=["empty-file", "blank-lines"])
+def test_empty_record_gives_every_declaration_the_absent_metric_error(gate, store_url, tmp_path, content):
+    record = _write(tmp_path / "night.jsonl", content)
+    gates = _gates(tmp_path / "gates.yaml", REWARD_ALL, GRAD)
+
+    verdict, _ = gate(record, gates)
+
+    assert verdict["trusted"] is False and verdict["counts"]["ERROR"] == 2
+    assert [(r["metric_key"], r["status"]) for r in verdict["results"]] == [
+        ("rollout/raw_reward", "ERROR"), ("train/grad_norm", "ERROR")]
+    assert all("absent from the record" in r["reason"] for r in verdict["results"])
+    with open_store(store_url) as store:
+        assert store.get_run(verdict["run_id"]).status == "untrusted"
+
+
+def test_empty_record_fails_the_gate_only_when_enforced(gate, tmp_path):
+    record = _write(tmp_path / "night.jsonl", "")
+    gates = _gates(tmp_path / "gates.yaml", GRAD)
+    if gate.kind == "cli":
+        verdict, _ = gate(record, gates, enforce=True)  # asserts exit status 1
+        assert verdict["blocking"]
+    else:
+        with pytest.raises(AirflowFailException, match="absent from the record"):
+            gate(record, gates, enforce=True)
+
+
+# -- 2. a metric on several lines of one file ----------------------------------------------------
+
+
+def test_metric_on_several_lines_of_one_file_is_merged_by_step_later_point_winning(gate, tmp_path):
+    record = _record(
+        tmp_path / "night.jsonl",
+        {"metric": "rollout/raw_reward", "series": [[0, 0.5], [1, 0.6], [2, 0.7]]},
+        {"metric": "train/grad_norm", "series": [[0, 1.0]]},
+        {"metric": "rollout/raw_reward", "series": [[2, 0.75], [3, 0.8]]},  # the trainer resumed at step 2
+    )
+    gates = _gates(tmp_path / "gates.yaml", REWARD_ALL)
+
+    verdict, _ = gate(record, gates)
+
+    assert verdict["counts"] == {"PASS": 0, "FAIL": 0, "INACTIVE": 4, "ERROR": 0}, verdict
+    assert _results(verdict) == [("rollout/raw_reward", "INACTIVE", s, v)
+                                 for s, v in ((0, 0.5), (1, 0.6), (2, 0.75), (3, 0.8))]
+
+
+# -- 3. a step that is not an int >= 0 -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad_step", [0.0, -1, "3", True], ids=["float", "negative", "string", "bool"])
+def test_a_bad_step_errs_only_the_declarations_it_affects_and_names_the_point(gate, tmp_path, bad_step):
+    record = _record(
+        tmp_path / "night.jsonl",
+        {"metric": "rollout/raw_reward", "series": [[0, 0.5], [1, 0.6], [bad_step, 0.7]]},
+        {"metric": "train/grad_norm", "series": [[0, 1.0], [1, 1.1]]},
+    )
+    gates = _gates(
+        tmp_path / "gates.yaml",
+        REWARD_ALL,  # "all": the step-less point is an ERROR naming it
+        "  - metric_key: rollout/raw_reward\n    steps: last\n    constraint: {rel_up: 0.5, rel_down: 0.5}\n",
+        "  - metric_key: rollout/raw_reward\n    steps: [0, 1]\n    constraint: {rel_up: 0.5, rel_down: 0.5}\n",
+        GRAD,
+    )
+
+    verdict, _ = gate(record, gates)
+
+    by_key = {(r["metric_key"], r["steps_key"]): r for r in verdict["results"]}
+    error = by_key[("rollout/raw_reward", '"all"')]
+    assert error["status"] == "ERROR"
+    assert json.dumps([bad_step, 0.7]) in error["reason"], error["reason"]  # names the point
+    last = by_key[("rollout/raw_reward", '"last"')]
+    assert (last["status"], last["current"], last["at_step"]) == ("INACTIVE", 0.7, None)
+    assert [r["status"] for r in verdict["results"] if r["steps_key"] == "[0,1]"] == ["INACTIVE", "INACTIVE"]
+    assert [r["status"] for r in verdict["results"] if r["metric_key"] == "train/grad_norm"] == ["INACTIVE"] * 2
+    assert verdict["counts"]["ERROR"] == 1
+
+
+def test_a_listed_step_missing_because_of_a_bad_step_names_the_point(gate, tmp_path):
+    record = _record(tmp_path / "night.jsonl", {"metric": "rollout/raw_reward", "series": [[0, 0.5], ["3", 0.7]]})
+    gates = _gates(tmp_path / "gates.yaml", "  - metric_key: rollout/raw_reward\n    steps: [0, 3]\n"
+                   "    constraint: {rel_up: 0.5, rel_down: 0.5}\n")
+
+    verdict, _ = gate(record, gates)
+
+    (result,) = verdict["results"]
+    assert result["status"] == "ERROR"
+    assert "listed step(s) 3 missing" in result["reason"] and '["3", 0.7]' in result["reason"], result["reason"]
+
+
+# -- 4. register_ci_gate(...) assigned ------------------------------------------------------------
+
+
+def test_only_bare_register_ci_gate_statements_count(gate, tmp_path):
+    record = _record(
+        tmp_path / "night.jsonl",
+        {"metric": "rollout/raw_reward", "series": [[0, 0.5], [1, 0.6]]},
+        {"metric": "train/grad_norm", "series": [[0, 1.0], [1, 1.1]]},
+        {"metric": "train/ppo_kl", "series": [[0, 0.1], [1, 0.1]]},
+    )
+    gates = _write(tmp_path / "test_gates.py", (
+        'register_ci_gate(metric_key="rollout/raw_reward")\n'
+        '_ = register_ci_gate(metric_key="train/grad_norm")\n'
+        'kl_gate: object = register_ci_gate(metric_key="train/ppo_kl")\n'
+        'no_value: object\n'
+    ))
+
+    verdict, _ = gate(record, gates)
+
+    assert {r["metric_key"] for r in verdict["results"]} == {"rollout/raw_reward"}
+    assert verdict["counts"]["INACTIVE"] == 2
+
+
+# -- 5. the same coordinates declared twice ------------------------------------------------------
+
+
+def test_same_coordinates_declared_twice_collapse_with_a_warning_naming_both_places(gate, tmp_path):
+    record = _record(tmp_path / "night.jsonl", {"metric": "rollout/raw_reward", "series": [[0, 0.5], [1, 0.6]]})
+    gates = _gates(tmp_path / "gates.yaml", REWARD_ALL, REWARD_ALL)
+
+    verdict, messages = gate(record, gates)
+
+    assert verdict["counts"]["INACTIVE"] == 2 and len(verdict["results"]) == 2
+    assert "declared twice" in messages and f"{gates}:2" in messages and f"{gates}:5" in messages, messages
+
+
+def test_same_coordinates_with_conflicting_enforce_is_an_error_naming_both_places(
+    store_url, tmp_path, monkeypatch, capsys
+):
+    record = _record(tmp_path / "night.jsonl", {"metric": "rollout/raw_reward", "series": [[0, 0.5], [1, 0.6]]})
+    gates = _gates(tmp_path / "gates.yaml", REWARD_ALL, REWARD_ALL + "    enforce: true\n")
+
+    code, verdict, err = via_cli(store_url, record, gates, capsys=capsys)
+    assert code == 2 and verdict is None
+    assert "enforce" in err and f"{gates}:2" in err and f"{gates}:5" in err, err
+    with pytest.raises(AirflowFailException, match="enforce") as failed:
+        via_operators(store_url, record, gates, monkeypatch)
+    assert f"{gates}:2" in str(failed.value) and f"{gates}:5" in str(failed.value)
+    with open_store(store_url) as store:
+        assert store.count("runs") == 0
