@@ -10,10 +10,12 @@ import pkgutil
 import subprocess
 import sys
 
+import pytest
+
 import airflow_metric_gate
 
-# The Airflow layer: these subpackages import Airflow by design.
-AIRFLOW_LAYER = ("operators", "sensors", "triggers", "plugins")
+# The Airflow layer: these subpackages import Airflow by design (example_dags holds a DAG file).
+AIRFLOW_LAYER = ("operators", "sensors", "triggers", "plugins", "example_dags")
 
 
 def core_modules() -> list[str]:
@@ -59,3 +61,20 @@ def test_the_probe_sees_an_airflow_import() -> None:
     """The check above can fail: importing an operator module does load Airflow."""
     loaded = _loaded_after("import airflow_metric_gate.operators.evaluate")
     assert "airflow" in loaded["airflow"]
+
+
+def test_importing_the_package_loads_nothing_else() -> None:
+    """``import airflow_metric_gate`` stays fast: the public API is imported on first use."""
+    loaded = _loaded_after("import airflow_metric_gate")
+    assert loaded == {"airflow": [], "ours": ["airflow_metric_gate"]}
+    loaded = _loaded_after("from airflow_metric_gate import run_gate, Verdict, load_declarations")
+    assert loaded["airflow"] == [] and "airflow_metric_gate.api" in loaded["ours"]
+
+
+def test_every_public_name_resolves() -> None:
+    for name in airflow_metric_gate.__all__:
+        assert getattr(airflow_metric_gate, name) is not None, name
+        assert name in dir(airflow_metric_gate)
+    assert airflow_metric_gate.run_gate.__module__ == "airflow_metric_gate.api"
+    with pytest.raises(AttributeError, match="no attribute 'run_gates'"):
+        airflow_metric_gate.run_gates  # noqa: B018
