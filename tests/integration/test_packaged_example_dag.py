@@ -13,8 +13,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ("nightly_metric_gate.py", "gates/nightly_metric_gate.yaml")
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.mark.parametrize("name", FILES)
 def test_the_repository_dags_folder_holds_the_packaged_files_unchanged(name: str) -> None:
