@@ -2,9 +2,63 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "get_provider_info"]
+# The public API, imported on first use so that ``import airflow_metric_gate`` stays fast and loads
+# no Airflow module: name -> module defining it.
+_LAZY = {
+    "load_declarations": "airflow_metric_gate.api",
+    "run_gate": "airflow_metric_gate.api",
+    "Verdict": "airflow_metric_gate.api",
+    "GateDeclaration": "airflow_metric_gate.declarations",
+    "DeclarationError": "airflow_metric_gate.declarations",
+    "RecordError": "airflow_metric_gate.records",
+    "EarlierRunsPending": "airflow_metric_gate.pipeline",
+    "open_store": "airflow_metric_gate.store",
+    "StoreError": "airflow_metric_gate.store",
+    "StoreInputError": "airflow_metric_gate.store",
+    "StoreUnavailable": "airflow_metric_gate.store",
+}
+
+__all__ = [
+    "DeclarationError",
+    "EarlierRunsPending",
+    "GateDeclaration",
+    "RecordError",
+    "StoreError",
+    "StoreInputError",
+    "StoreUnavailable",
+    "Verdict",
+    "__version__",
+    "get_provider_info",
+    "load_declarations",
+    "open_store",
+    "run_gate",
+]
+
+if TYPE_CHECKING:
+    from airflow_metric_gate.api import Verdict, load_declarations, run_gate
+    from airflow_metric_gate.declarations import DeclarationError, GateDeclaration
+    from airflow_metric_gate.pipeline import EarlierRunsPending
+    from airflow_metric_gate.records import RecordError
+    from airflow_metric_gate.store import StoreError, StoreInputError, StoreUnavailable, open_store
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def get_provider_info() -> dict:

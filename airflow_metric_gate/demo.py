@@ -1,9 +1,9 @@
 """``metric-gate demo``: the real nightly DAG, run through Airflow on the embedded defaults.
 
 It prepares a temporary Airflow home (SQLite metadata), writes a few synthetic nights of training
-output, runs ``dags/nightly_metric_gate.py`` once per night with ``airflow dags test`` against an
-embedded SQLite metric store, and prints the verdicts an on-call engineer would read.  The last
-night is a regression (reward collapse, gradient-norm spike) and fails the gate.
+output, runs the packaged example DAG (``example_dags/nightly_metric_gate.py``) once per night with
+``airflow dags test`` against an embedded SQLite metric store, and prints the verdicts an on-call
+engineer would read.  The last night is a regression (reward collapse, gradient-norm spike) and fails the gate.
 """
 
 from __future__ import annotations
@@ -40,14 +40,29 @@ gates:
 
 
 def find_dags_folder() -> Path:
-    """Return the project's ``dags/`` folder (beside the package in a source checkout)."""
-    candidate = Path(__file__).resolve().parent.parent / "dags"
-    if (candidate / f"{DAG_ID}.py").exists():
-        return candidate
-    raise FileNotFoundError(
-        f"cannot find dags/{DAG_ID}.py beside the package; run the demo from a source checkout "
-        "(git clone, then ./scripts/demo.sh)"
-    )
+    """Return the folder of the example DAG shipped inside the installed package.
+
+    It holds ``nightly_metric_gate.py`` and ``gates/nightly_metric_gate.yaml`` (the repository's
+    ``dags/`` holds identical copies), so the demo needs no source checkout.
+    """
+    folder = Path(__file__).resolve().parent / "example_dags"
+    if not (folder / f"{DAG_ID}.py").is_file():
+        raise FileNotFoundError(f"the installed package has no example_dags/{DAG_ID}.py; reinstall airflow-metric-gate")
+    return folder
+
+
+def copy_example_dags(target: Path) -> Path:
+    """Copy the packaged example DAG and its gates file into ``target`` (the demo's DAGs folder).
+
+    Airflow then parses a folder of the demo's own, never the installed package.
+
+    :param target: the DAGs folder to fill.
+    """
+    source = find_dags_folder()
+    (target / "gates").mkdir(parents=True, exist_ok=True)
+    for name in (f"{DAG_ID}.py", f"gates/{DAG_ID}.yaml"):
+        shutil.copyfile(source / name, target / name)
+    return target
 
 
 def write_night(root: Path, night: date, index: int, *, regressed: bool) -> Path:
@@ -149,10 +164,10 @@ def run_demo(workdir: str | None = None, nights: int = 5) -> int:
     started = time.monotonic()
     work = Path(workdir or tempfile.mkdtemp(prefix="metric-gate-demo-")).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    dags = find_dags_folder()
     home, records, logs = work / "airflow", work / "records", work / "logs"
     for folder in (home, records, logs):
         folder.mkdir(parents=True, exist_ok=True)
+    dags = copy_example_dags(work / "dags")
     store_path = work / "metric_gate.db"
     gates = work / "gates.yaml"
     gates.write_text(GATES_YAML)

@@ -340,13 +340,11 @@ def bench_dag(scale: dict, workdir: Path) -> dict:
     Both run through ``airflow dags test`` in the same temporary Airflow home (SQLite metadata),
     so interpreter start-up, DAG parsing and scheduling costs are on both sides.
     """
-    import shutil
     from datetime import date
 
-    from airflow_metric_gate.demo import DAG_ID, airflow, airflow_env, find_dags_folder, night_conf, write_night
+    from airflow_metric_gate.demo import DAG_ID, airflow, airflow_env, copy_example_dags, night_conf, write_night
 
-    dags = workdir / "dags"
-    shutil.copytree(find_dags_folder(), dags)
+    dags = copy_example_dags(workdir / "dags")
     (dags / "noop_same_shape.py").write_text(NOOP_DAG)
     gates = workdir / "demo-gates.yaml"
     from airflow_metric_gate.demo import GATES_YAML

@@ -1,0 +1,176 @@
+"""The public Python API: load declarations, run the gate, read a typed verdict.
+
+Everything here is re-exported by ``airflow_metric_gate`` (``from airflow_metric_gate import run_gate``)
+and loads no Airflow module.  The stages underneath are in :mod:`airflow_metric_gate.pipeline`.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import date, datetime, time, timezone
+from typing import Any
+
+from airflow_metric_gate.declarations import GateDeclaration, load_gates_file, resolve_declarations
+from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id
+from airflow_metric_gate.pipeline import run_gate as _run_gate
+from airflow_metric_gate.store import MetricStore, StoreInputError, open_store
+from airflow_metric_gate.store.base import utc
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, DEFAULT_TABLE_ROWS, render_report
+
+__all__ = ["Verdict", "load_declarations", "run_gate"]
+
+
+def load_declarations(
+    source: str | os.PathLike | Sequence[Mapping[str, Any] | GateDeclaration],
+    *,
+    defaults: Mapping[str, Any] | None = None,
+) -> list[GateDeclaration]:
+    """Read and resolve gate declarations from any source.
+
+    :param source: a gates file (``.yaml``/``.yml``, ``.json``, or ``.py`` with ``register_ci_gate``
+        calls; local path or object-storage URI), or a list of declaration mappings as written in a
+        gates file (``metric_key`` and optionally ``steps``, ``constraint``, ``enforce``,
+        ``allowlist_reason``); :class:`~airflow_metric_gate.declarations.GateDeclaration` objects
+        pass through.
+    :param defaults: entries extending or overriding the defaults table.
+    :raises DeclarationError: naming the file, line or gate and the field at fault.
+    :raises TypeError: ``source`` is neither a path nor a list.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        return load_gates_file(source, defaults=defaults)
+    if isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
+        return resolve_declarations(source, defaults=defaults, source="declarations")
+    raise TypeError(f"load_declarations: expected a path or a list of mappings, not {type(source).__name__}")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A gate's verdict (``airflow-metric-gate/verdict/v1``, see the Verdict page of the docs).
+
+    The fields are the verdict's JSON keys; :meth:`to_dict` gives that JSON back exactly.
+    """
+
+    schema: str
+    series: str
+    backend: str
+    suite: str
+    run_id: str
+    role: str
+    logical_date: str
+    trusted: bool
+    enforced: bool
+    blocking: int
+    counts: dict
+    summary: list
+    results: list
+    truncated: int
+
+    @classmethod
+    def from_dict(cls, verdict: Mapping[str, Any]) -> Verdict:
+        """Build a :class:`Verdict` from the verdict's JSON (a dict, as in XCom or ``--json``).
+
+        :param verdict: the verdict.
+        """
+        return cls(**{f.name: copy.deepcopy(verdict[f.name]) for f in fields(cls)})
+
+    @property
+    def blocked(self) -> bool:
+        """True when an enforced FAIL or ERROR fails the gate (the CLI exits 1, the task fails)."""
+        return self.blocking > 0
+
+    def to_dict(self) -> dict:
+        """Return the verdict's JSON: the documented keys, in their documented order."""
+        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+
+    def report(self, *, table_rows: int | None = DEFAULT_TABLE_ROWS) -> str:
+        """Return the report ``metric-gate run`` prints: summary lines, the greppable line and a table.
+
+        :param table_rows: rows of the table per declaration (``None``: every result in the verdict).
+        """
+        return str(render_report(self.to_dict(), table_rows=table_rows))
+
+
+def _logical_date(value: datetime | date | str | None) -> datetime:
+    if value is None:
+        return datetime.now(timezone.utc)
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise StoreInputError(f"logical_date: not an ISO 8601 date or datetime: {value!r}") from exc
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime.combine(value, time(), tzinfo=timezone.utc)
+    if not isinstance(value, datetime):
+        raise TypeError(f"logical_date: expected a datetime, a date or an ISO 8601 string, not {type(value).__name__}")
+    return utc(value)
+
+
+def run_gate(
+    record: Any,
+    declarations: str | os.PathLike | Sequence[Mapping[str, Any] | GateDeclaration],
+    *,
+    series: str,
+    backend: str = "cuda",
+    suite: str = "default",
+    store: str | MetricStore | None = None,
+    role: str = "baseline",
+    run_id: str | None = None,
+    logical_date: datetime | date | str | None = None,
+    enforce: bool = False,
+    history_limit: int | None = None,
+    min_history: int | None = None,
+    aggregate: str = "mean",
+    all_results: bool = False,
+    max_results: int | None = DEFAULT_MAX_RESULTS,
+    format: str = "series",
+    wait: float = 0.0,
+    provenance: Mapping[str, Any] | None = None,
+) -> Verdict:
+    """Ingest a record, select the declared steps, store them and judge them: ``metric-gate run`` in Python.
+
+    :param record: the record: a JSON Lines file, a directory of them, or an object-storage URI.
+    :param declarations: anything :func:`load_declarations` accepts.
+    :param series: the training job whose nights are comparable.
+    :param backend: the hardware backend.
+    :param suite: the schedule or cluster.
+    :param store: a store URL (``sqlite:///...``, ``postgresql://...``) or an open store (left open);
+        ``None``: ``$METRIC_GATE_STORE``, else the embedded default.
+    :param role: ``baseline`` (feeds future baselines when trusted) or ``shadow`` (audit only).
+    :param run_id: the store run id, the idempotency key (default: a new one); running again with
+        the same id replaces that run's values.
+    :param logical_date: orders the history (a ``datetime``, a ``date`` or an ISO 8601 string;
+        default: now).
+    :param enforce: make every FAIL or ERROR block (``Verdict.blocked``).
+    :param history_limit: earlier trusted baseline runs forming the baseline (default 10).
+    :param min_history: fewer baseline values make a coordinate INACTIVE (default 3).
+    :param aggregate: ``mean`` or ``median``.
+    :param all_results: list every result, not only FAIL and ERROR.
+    :param max_results: at most this many results (``None``: no limit).
+    :param format: the record format (``series``).
+    :param wait: seconds to wait for earlier pending nights to be judged.
+    :param provenance: ``commit_sha``, ``training_job_id`` and any free-form fields, stored with the run.
+    :raises RecordError, DeclarationError, StoreInputError: bad input; nothing was stored.
+    :raises StoreUnavailable: the store cannot be reached, or earlier nights are still pending
+        (``EarlierRunsPending``); try again later.
+    """
+    resolved = load_declarations(declarations)
+    options: dict[str, Any] = {"enforce": enforce, "aggregate": aggregate, "all_results": all_results,
+                               "max_results": max_results}
+    if history_limit is not None:
+        options["history_limit"] = history_limit
+    if min_history is not None:
+        options["min_history"] = min_history
+    run = RunInfo(run_id=run_id or new_run_id(), role=role, logical_date=_logical_date(logical_date),
+                  provenance={"source": "python", **(provenance or {})})
+    identity = SeriesIdentity(series, backend, suite)
+    if isinstance(store, MetricStore):
+        verdict = _run_gate(store, record=record, declarations=resolved, identity=identity, run=run,
+                            format=format, wait=wait, **options)
+    else:
+        with open_store(store) as opened:
+            verdict = _run_gate(opened, record=record, declarations=resolved, identity=identity, run=run,
+                                format=format, wait=wait, **options)
+    return Verdict.from_dict(verdict)

@@ -1,0 +1,52 @@
+"""The example DAG ships inside the package, so ``metric-gate demo`` runs without a source checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FILES = ("nightly_metric_gate.py", "gates/nightly_metric_gate.yaml")
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_the_repository_dags_folder_holds_the_packaged_files_unchanged(name: str) -> None:
+    packaged = ROOT / "airflow_metric_gate" / "example_dags" / name
+    assert (ROOT / "dags" / name).read_bytes() == packaged.read_bytes(), (
+        f"dags/{name} and airflow_metric_gate/example_dags/{name} differ: change both together"
+    )
+
+
+def test_the_wheel_contains_the_example_dag_and_its_gates_file(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w",
+         str(tmp_path)],
+        capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (wheel,) = tmp_path.glob("airflow_metric_gate-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in FILES:
+        assert f"airflow_metric_gate/example_dags/{name}" in names
+
+
+def test_the_demo_finds_the_dag_inside_the_package_from_any_folder(tmp_path: Path) -> None:
+    probe = (
+        "from airflow_metric_gate.demo import copy_example_dags, find_dags_folder; import sys, airflow_metric_gate;"
+        "print(find_dags_folder()); print(airflow_metric_gate.__file__);"
+        "print(copy_example_dags(__import__('pathlib').Path(sys.argv[1])))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "dags")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folder, package_init, copied = (Path(line) for line in proc.stdout.splitlines())
+    assert folder == Path(package_init).parent / "example_dags"
+    assert folder != ROOT / "dags"
+    for name in FILES:
+        assert (copied / name).read_bytes() == (folder / name).read_bytes()
