@@ -73,7 +73,7 @@ a re-persisted night stays `pending` (feeding no baseline) until it is evaluated
 # The night's date: the `night` param, else the run's logical date (a manual run may have none).
 NIGHT = "{{ params.night or (dag_run.logical_date or dag_run.run_after) | ds }}"
 
-# --8<-- [start:dag]
+# [START dag]
 with DAG(
     dag_id="nightly_metric_gate",
     description="Gate nightly training metrics against the history of each coordinate",
@@ -112,9 +112,9 @@ with DAG(
         ),
     },
 ) as dag:
-    # --8<-- [end:dag]
-    # --8<-- [start:pipeline]
-    # --8<-- [start:sensor]
+    # [END dag]
+    # [START pipeline]
+    # [START sensor]
     wait_for_record = TrainingOutputSensor(
         task_id="wait_for_record",
         path="{{ params.record_root }}/" + NIGHT,
@@ -122,18 +122,18 @@ with DAG(
         poke_interval=300,
         timeout=timedelta(hours=8).total_seconds(),
     )
-    # --8<-- [end:sensor]
-    # --8<-- [start:ingest]
+    # [END sensor]
+    # [START ingest]
     ingest_record = IngestRecordOperator(task_id="ingest_record", location=wait_for_record.output)
-    # --8<-- [end:ingest]
-    # --8<-- [start:select]
+    # [END ingest]
+    # [START select]
     select_steps = SelectStepsOperator(
         task_id="select_steps",
         record=ingest_record.output,
         gates_file="{{ params.gates_file }}",
     )
-    # --8<-- [end:select]
-    # --8<-- [start:persist]
+    # [END select]
+    # [START persist]
     persist_values = PersistValuesOperator(
         task_id="persist_values",
         selection=select_steps.output,
@@ -143,8 +143,8 @@ with DAG(
         role="{{ params.role }}",
         night="{{ params.night }}",
     )
-    # --8<-- [end:persist]
-    # --8<-- [start:evaluate]
+    # [END persist]
+    # [START evaluate]
     evaluate_gate = EvaluateGateOperator(task_id="evaluate_gate", run=persist_values.output, enforce=True)
-    # --8<-- [end:evaluate]
-    # --8<-- [end:pipeline]
+    # [END evaluate]
+    # [END pipeline]
