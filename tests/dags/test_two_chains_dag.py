@@ -6,11 +6,11 @@ only its own chain.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
 import pytest
+from _several_series import query, write_nights
 
 pytestmark = [pytest.mark.airflow_db, pytest.mark.postgres]
 
@@ -19,37 +19,6 @@ DAG_ID = "gate_several_series_chains"
 REWARD = {"rl-7b": 0.8, "rl-70b": 0.3}  # far apart: each is a regression in the other's band
 SUITE = {"rl-7b": "nightly-8xh100", "rl-70b": "nightly-64xh100"}
 NIGHTS = ("2026-11-01", "2026-11-02", "2026-11-03")
-
-
-def write_nights(root: Path, nights, reward, regressed: tuple[str, str] | None = None) -> None:
-    """Write ``<root>/<series>/<night>/part-0.jsonl`` and its ``_SUCCESS`` marker for every series and night.
-
-    :param root: the record root.
-    :param nights: the nights.
-    :param reward: series -> its steady reward.
-    :param regressed: ``(series, night)`` whose reward collapses.
-    """
-    for night in nights:
-        for series, value in reward.items():
-            folder = root / series / night
-            folder.mkdir(parents=True)
-            value = value / 2 if regressed == (series, night) else value
-            lines = [{"metric": "rollout/raw_reward", "series": [[0, value], [1, value]]},
-                     {"metric": "train/grad_norm", "series": [[0, 1.0], [1, 1.0]]}]
-            (folder / "part-0.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-            (folder / "_SUCCESS").touch()
-
-
-def query(url: str, sql: str, *params):
-    import psycopg2
-
-    conn = psycopg2.connect(url)
-    try:
-        with conn.cursor() as cur:
-            cur.execute(sql, params)
-            return cur.fetchall()
-    finally:
-        conn.close()
 
 
 def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(airflow_env, pg_url, tmp_path):
