@@ -45,6 +45,7 @@ from airflow_metric_gate.limits import (
 )
 from airflow_metric_gate.schemas.declarations import (
     CONSTRAINT_KEYS,
+    DEFAULT_MAD_K,
     DOWN_KEYS,
     UP_KEYS,
     DeclarationSchema,
@@ -140,6 +141,13 @@ class GateDeclaration:
     :param min_failing_steps: opt-in persistence rule: the declaration's FAIL results count only when
         at least this many of its selected steps (or all of them, when fewer) leave the band in the
         run; 1 (the default) is the plain rule.
+    :param band: ``"rel"`` (the default: the constraint's band around the baseline reference) or
+        ``"mad"`` (opt-in robust band: the median of the coordinate's baseline values plus or minus
+        ``mad_k`` times their median absolute deviation).
+    :param mad_k: the half-width of the ``mad`` band in MADs; set (default
+        :data:`~airflow_metric_gate.schemas.declarations.DEFAULT_MAD_K`) only with ``band="mad"``.
+    :param severity: ``"fail"`` (the default) or ``"warn"``: a warn declaration's FAIL results are
+        reported as warnings and never block; they still make the run untrusted.
     """
 
     metric_key: str
@@ -151,6 +159,9 @@ class GateDeclaration:
     allowlist_reason: str | None = None
     source: str | None = field(default=None, compare=False)
     min_failing_steps: int = 1
+    band: str = "rel"
+    mad_k: float | None = None
+    severity: str = "fail"
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, str):
@@ -175,8 +186,23 @@ class GateDeclaration:
             "allowlist_reason": self.allowlist_reason,
             "source": self.source,
         }
-        if self.min_failing_steps != 1:  # written only when set, so default declarations read as before
+        out.update(self.rule_options())
+        return out
+
+    def rule_options(self) -> dict[str, Any]:
+        """Return the opt-in judging options that differ from their defaults (empty for a default declaration).
+
+        What is stored with a run's declarations and serialized: written only when set, so default
+        declarations read as before.
+        """
+        out: dict[str, Any] = {}
+        if self.min_failing_steps != 1:
             out["min_failing_steps"] = self.min_failing_steps
+        if self.band != "rel":
+            out["band"] = self.band
+            out["mad_k"] = self.mad_k
+        if self.severity != "fail":
+            out["severity"] = self.severity
         return out
 
     @classmethod
@@ -292,6 +318,9 @@ def _build(
         allowlist_reason=loaded["allowlist_reason"],
         source=source,
         min_failing_steps=loaded["min_failing_steps"],
+        band=loaded["band"],
+        mad_k=(loaded["mad_k"] or DEFAULT_MAD_K) if loaded["band"] == "mad" else None,
+        severity=loaded["severity"],
     )
 
 
@@ -313,6 +342,9 @@ def declare(
     defaults: Mapping[str, Any] | None = None,
     source: str | None = None,
     min_failing_steps: int = 1,
+    band: str = "rel",
+    mad_k: float | None = None,
+    severity: str = "fail",
 ) -> GateDeclaration:
     """Declare one gate in Python.
 
@@ -327,12 +359,16 @@ def declare(
     :param defaults: entries extending or overriding :data:`GATE_DEFAULTS`.
     :param source: where the declaration is written, used in messages.
     :param min_failing_steps: opt-in persistence rule (see :class:`GateDeclaration`).
+    :param band: ``"rel"`` or the opt-in robust ``"mad"`` band (see :class:`GateDeclaration`).
+    :param mad_k: the ``mad`` band's half-width in MADs (only with ``band="mad"``).
+    :param severity: ``"fail"`` or ``"warn"`` (see :class:`GateDeclaration`).
     :raises DeclarationError: the declaration is invalid.
     """
     item: dict[str, Any] = {"metric_key": metric_key}
     item.update(enforce=enforce, allowlist_reason=allowlist_reason)
-    if min_failing_steps != 1:
-        item["min_failing_steps"] = min_failing_steps
+    opt_in = {"min_failing_steps": (min_failing_steps, 1), "band": (band, "rel"), "mad_k": (mad_k, None),
+              "severity": (severity, "fail")}
+    item.update({name: value for name, (value, default) in opt_in.items() if value != default})
     if steps is not _OMITTED:
         item["steps"] = steps
     if constraint is not _OMITTED:
@@ -373,8 +409,8 @@ def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[G
 
     :param declarations: resolved declarations, in declaration order.
     :return: the declarations without duplicates, in first-seen order, and the warnings.
-    :raises DeclarationError: two declarations of one coordinate differ in ``enforce`` or
-        ``allowlist_reason``; the message names both places.
+    :raises DeclarationError: two declarations of one coordinate differ in ``enforce``,
+        ``allowlist_reason`` or an opt-in judging option; the message names both places.
     """
     kept: dict[tuple[str, str, str], GateDeclaration] = {}
     warnings: list[str] = []
@@ -386,7 +422,7 @@ def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[G
             f"gate {declaration.metric_key!r} with steps {declaration.steps_key} and constraint "
             f"{declaration.constraint_key}"
         )
-        for name in ("enforce", "allowlist_reason"):
+        for name in ("enforce", "allowlist_reason", "min_failing_steps", "band", "mad_k", "severity"):
             a, b = getattr(first, name), getattr(declaration, name)
             if a != b:
                 raise DeclarationError(

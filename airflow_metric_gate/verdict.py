@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES, Result
@@ -160,6 +160,7 @@ def build_verdict(
     extra_fields: Sequence[tuple[int, dict]] = (),
     counts: dict[str, int] | None = None,
     declaration_counts: Mapping[DeclarationKey, Mapping[str, int]] | None = None,
+    warn_declarations: Collection[DeclarationKey] = (),
 ) -> dict:
     """Assemble the versioned verdict.
 
@@ -183,6 +184,8 @@ def build_verdict(
         results); by default counted from ``results``.
     :param declaration_counts: results per status of each declaration, keyed
         ``(metric_key, steps_key, constraint_key)``, for the ``summary``; by default counted from ``results``.
+    :param warn_declarations: the declarations of ``severity: warn``: their summary entries and
+        results say ``"severity": "warn"`` (reported as warnings, never blocking).
     """
     if counts is None:
         counts = {status: 0 for status in STATUSES}
@@ -190,6 +193,14 @@ def build_verdict(
             counts[r.status] += 1
     extras = dict(extra_fields)
     summary, distances = summarize(results, declaration_counts)
+    warned = set(warn_declarations)
+    if warned:
+        for entry in summary:
+            if (entry["metric_key"], entry["steps_key"], entry["constraint_key"]) in warned:
+                entry["severity"] = "warn"
+        for i, r in enumerate(results):
+            if (r.metric_key, r.steps_key, r.constraint_key) in warned:
+                extras[i] = {**extras.get(i, {}), "severity": "warn"}
     if all_results:
         chosen = list(range(len(results)))
     else:
@@ -285,14 +296,16 @@ def summary_entry_line(entry: Mapping) -> str:
         worst step 150: 0.41 vs baseline 0.8 (-49%; band 0.64..0.96)
 
     (one line), or ``ERROR <metric> (steps <steps>): <reason>`` for a declaration that could not select.
+    A declaration of ``severity: warn`` opens with ``WARNING`` instead (``WARNING ERROR`` for an ERROR).
 
     :param entry: an entry of the verdict's ``summary``.
     """
     name = f"{entry['metric_key']} (steps {entry['steps_key']})"
     counts = entry["counts"]
     worst = entry["worst"]
+    warn = "WARNING " if entry.get("severity") == "warn" else ""
     if worst is None:
-        return printable(f"ERROR {name}: {entry['error']}")
+        return printable(f"{warn}ERROR {name}: {entry['error']}")
     steps = counts[PASS] + counts[FAIL] + counts[INACTIVE]
     parts = [f"{counts[FAIL]} of {steps} {'step' if steps == 1 else 'steps'} FAIL"]
     first, last = entry["first_failing_step"], entry["last_failing_step"]
@@ -307,7 +320,7 @@ def summary_entry_line(entry: Mapping) -> str:
     )
     if counts[ERROR]:
         parts.append(f"{counts[ERROR]} ERROR: {entry['error']}")
-    return printable(f"REGRESSED {name}: " + ", ".join(parts))
+    return printable(f"{warn or 'REGRESSED '}{name}: " + ", ".join(parts))
 
 
 def _result_distance(result: Mapping) -> float:
@@ -335,6 +348,8 @@ def _row(r: Mapping) -> tuple[str, ...]:
         decided = ""
     if r.get("allowlist_reason"):
         decided += f" (allowlisted: {r['allowlist_reason']})"
+    if r.get("severity") == "warn" and r["status"] in (FAIL, ERROR):
+        decided += " (warning: severity warn, never blocks)"
     return (r["status"], r["metric_key"], _step(r), _num(r["current"]), _num(r["ref"]), band, str(r["n"]), decided)
 
 
@@ -395,6 +410,10 @@ def render_table(verdict: dict, *, table_rows: int | None = DEFAULT_TABLE_ROWS, 
         lines.append("no FAIL or ERROR results")
     counts = verdict["counts"]
     lines.append("counts: " + ", ".join(f"{s} {counts[s]}" for s in STATUSES))
+    warnings = sum(e["counts"][FAIL] + e["counts"][ERROR] for e in verdict.get("summary", ())
+                   if e.get("severity") == "warn")
+    if warnings:
+        lines.append(f"{warnings} FAIL/ERROR result(s) of severity warn declarations: warnings, never blocking")
     if verdict["truncated"]:
         lines.append(f"{verdict['truncated']} result(s) left out of the verdict itself (max_results, size limit)")
     if verdict.get("blocking") and fails:
