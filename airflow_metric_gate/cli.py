@@ -18,8 +18,9 @@ from datetime import datetime, timezone
 
 from airflow_metric_gate import __version__
 from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file
+from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES
 from airflow_metric_gate.errors import LocatedError
-from airflow_metric_gate.evaluation import AGGREGATES, DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
+from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.limits import (
     MAX_HISTORY_LIMIT,
     MAX_NAME_BYTES,
@@ -151,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", default="cuda", help="hardware backend (default: cuda)")
     run.add_argument("--suite", default="default", help="schedule or cluster (default: default)")
     _store_option(run)
-    run.add_argument("--role", choices=("baseline", "shadow"), default="baseline",
+    run.add_argument("--role", choices=ROLES, default="baseline",
                      help="baseline runs feed future baselines; shadow runs are stored for audit only")
     run.add_argument("--run-id", help="idempotency key: the same id replaces that run (default: a fresh id)")
     run.add_argument("--logical-date", help="ISO 8601; orders history (default: now, UTC)")
@@ -160,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY,
                      help=f"baseline values needed before a coordinate is judged (default: {DEFAULT_MIN_HISTORY})")
     run.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference (default: mean)")
-    run.add_argument("--format", choices=("series", "rows"), default="series", help="record format")
+    run.add_argument("--format", choices=RECORD_FORMATS, default="series", help="record format")
     run.add_argument("--enforce", action="store_true", help="exit 1 when a FAIL or ERROR makes the run untrusted")
     run.add_argument("--json", action="store_true", help="print only the verdict JSON on stdout")
     run.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")

@@ -205,6 +205,19 @@ class GateDeclaration:
             out["severity"] = self.severity
         return out
 
+    def summary(self) -> dict[str, Any]:
+        """Return the declaration as it is stored with a run (what evaluation and replay judge with)."""
+        out = {
+            "metric_key": self.metric_key,
+            "steps_key": self.steps_key,
+            "constraint_key": self.constraint_key,
+            "constraint": dict(self.constraint),
+            "enforce": bool(self.enforce),
+            "allowlist_reason": self.allowlist_reason,
+        }
+        out.update(self.rule_options())  # opt-in rules are stored only when switched on
+        return out
+
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GateDeclaration:
         """Rebuild a declaration from :meth:`to_dict` output.
@@ -243,18 +256,21 @@ def _merge(base: dict[str, dict[str, Any]], extra: Mapping[str, Any] | None, whe
         base.setdefault(metric, {}).update(_plain(entry))
 
 
-def merge_defaults(extra: Mapping[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """Return the built-in defaults table extended or overridden by ``extra``, as plain dicts.
+def merge_defaults(*extras: Mapping[str, Any] | None, where: str | None = None) -> dict[str, dict[str, Any]]:
+    """Return the built-in defaults table extended or overridden by ``extras``, as plain dicts.
 
-    An entry of ``extra`` overrides the built-in entry of its metric field by field: an entry
-    setting only ``steps`` keeps the built-in ``constraint``.  A ``constraint`` is replaced as a
-    whole, never merged key by key.
+    The one place defaults are merged (SPEC 3).  Each entry of an extra table overrides the entry
+    of its metric so far field by field: an entry setting only ``steps`` keeps the ``constraint``
+    it had.  A ``constraint`` is replaced as a whole, never merged key by key.  Later tables win.
 
-    :param extra: metric key -> ``{"steps": ..., "constraint": {...}}`` (either optional).
+    :param extras: tables of metric key -> ``{"steps": ..., "constraint": {...}}`` (either
+        optional); ``None`` is skipped.
+    :param where: the file or source the tables come from, for messages.
     :raises DeclarationError: an entry is invalid.
     """
     table = _plain(GATE_DEFAULTS)
-    _merge(table, extra, None)
+    for extra in extras:
+        _merge(table, extra, where)
     return table
 
 
@@ -403,14 +419,16 @@ def _place(declaration: GateDeclaration) -> str:
 def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[GateDeclaration], list[str]]:
     """Collapse declarations of the same coordinate (metric, steps and constraint literals) into one.
 
-    The one rule for a coordinate declared twice (SPEC 4): the first declaration is kept, each
-    later one with the same ``enforce`` and ``allowlist_reason`` is dropped with a warning naming
+    The one check of a coordinate declared twice (SPEC 4), whatever the declarations came from
+    (gates files, DAG files, both): the first declaration is kept, each later one with the same
+    ``enforce``, ``allowlist_reason`` and opt-in judging options is dropped with a warning naming
     both places; a file the reference gate accepts is never rejected for it.
 
     :param declarations: resolved declarations, in declaration order.
     :return: the declarations without duplicates, in first-seen order, and the warnings.
     :raises DeclarationError: two declarations of one coordinate differ in ``enforce``,
-        ``allowlist_reason`` or an opt-in judging option; the message names both places.
+        ``allowlist_reason`` or an opt-in judging option (bad input: never retried); the message
+        names both places.
     """
     kept: dict[tuple[str, str, str], GateDeclaration] = {}
     warnings: list[str] = []
@@ -450,9 +468,7 @@ def resolve_declarations(
     :raises DeclarationError: naming the first invalid gate (1-based) and field.  A coordinate
         declared twice is kept twice here; :func:`collapse_duplicates` decides.
     """
-    table = _plain(GATE_DEFAULTS)
-    _merge(table, defaults, source)
-    return _resolve(items, table, path=source)
+    return _resolve(items, merge_defaults(defaults, where=source), path=source)
 
 
 # -- gates files -----------------------------------------------------------------------------------
@@ -681,9 +697,7 @@ def load_gates_file(path: Any, *, defaults: Mapping[str, Any] | None = None) -> 
     except ValidationError as err:
         field_name = _first_field(err.messages)
         raise DeclarationError(format_errors(err.messages), path=name, field=field_name) from None
-    table = _plain(GATE_DEFAULTS)
-    _merge(table, defaults, name)
-    _merge(table, loaded["defaults"], name)
+    table = merge_defaults(defaults, loaded["defaults"], where=name)
     return _resolve(loaded["gates"], table, path=name, lines=lines)
 
 
@@ -802,6 +816,4 @@ def parse_ci_gates(path: Any, *, defaults: Mapping[str, Any] | None = None) -> l
         items = [_call_arguments(call, name) for call in calls]
     except RecursionError:
         raise DeclarationError(f"{CI_GATE_CALL}(...): a literal nested too deeply", path=name) from None
-    table = _plain(GATE_DEFAULTS)
-    _merge(table, defaults, name)
-    return _resolve(items, table, path=name, lines=[call.lineno for call in calls])
+    return _resolve(items, merge_defaults(defaults, where=name), path=name, lines=[call.lineno for call in calls])

@@ -15,15 +15,37 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-PASS = "PASS"
-FAIL = "FAIL"
-INACTIVE = "INACTIVE"
-ERROR = "ERROR"
-STATUSES = (PASS, FAIL, INACTIVE, ERROR)
+from airflow_metric_gate.enums import AGGREGATES, ERROR, FAIL, INACTIVE, PASS, STATUSES, Aggregate
 
-AGGREGATES = ("mean", "median")
+__all__ = [
+    "AGGREGATES",
+    "DEFAULT_HISTORY_LIMIT",
+    "DEFAULT_MIN_HISTORY",
+    "ERROR",
+    "FAIL",
+    "INACTIVE",
+    "PASS",
+    "STATUSES",
+    "Band",
+    "Judged",
+    "Result",
+    "band_limits",
+    "compute_band",
+    "constraint_params",
+    "describe",
+    "error_result",
+    "evaluate_value",
+    "is_trusted",
+    "judge",
+    "reference",
+]
+
 DEFAULT_HISTORY_LIMIT = 20
 DEFAULT_MIN_HISTORY = 1
+
+#: What :func:`judge` decides for one coordinate: ``(status, ref, error)``; ``ref`` is ``None``
+#: unless the status is PASS or FAIL, ``error`` says why an ERROR is one.
+Judged = tuple[str, "float | None", "str | None"]
 
 
 @dataclass(frozen=True)
@@ -99,20 +121,31 @@ def constraint_params(constraint: Mapping[str, float]) -> tuple[float, float, fl
     )
 
 
-def quick_status(current: float, n: int, ref: float | None, params: tuple[float, float, float, float],
-                 min_history: int) -> str:
-    """Return the status :func:`evaluate_value` would give, without building a result.
+def judge(current: float, values: Sequence[float], params: tuple[float, float, float, float], min_history: int,
+          aggregate: str = "mean") -> Judged:
+    """Decide one coordinate's status (SPEC 6): the one place PASS, FAIL and INACTIVE are decided.
+
+    Fewer than ``min_history`` baseline values (or none) is INACTIVE (a cold start); a baseline
+    whose sum leaves the float range is ERROR; otherwise the value is PASS inside the band
+    (:func:`band_limits`, both ends inclusive) and FAIL outside it.  Builds no result object, so
+    judging a run's 100,000 coordinates stays cheap; :func:`describe` explains what was decided.
 
     :param current: the value of the run being gated.
-    :param n: how many baseline values.
-    :param ref: their reference (``None`` when ``n`` is 0).
-    :param params: the constraint as a tuple.
+    :param values: the coordinate's baseline values.
+    :param params: the constraint as a tuple (see :func:`constraint_params`).
     :param min_history: fewer baseline values than this makes the result INACTIVE.
+    :param aggregate: ``"mean"`` or ``"median"`` (see :func:`reference`).
+    :return: ``(status, ref, error)``.
     """
-    if n == 0 or n < min_history or ref is None:
-        return INACTIVE
+    n = len(values)
+    if n == 0 or n < min_history:
+        return INACTIVE, None, None
+    try:
+        ref = reference(values, aggregate)
+    except OverflowError as exc:
+        return ERROR, None, str(exc)
     lo, hi = band_limits(ref, params)
-    return PASS if lo <= current <= hi else FAIL
+    return (PASS if lo <= current <= hi else FAIL), ref, None
 
 
 def compute_band(ref: float, constraint: Mapping[str, float]) -> Band:
@@ -161,28 +194,29 @@ def reference(values: Sequence[float], aggregate: str = "mean") -> float:
         lo, hi = ordered[mid - 1], ordered[mid]
         middle = (lo + hi) / 2
         return middle if math.isfinite(middle) else lo / 2 + hi / 2
-    raise ValueError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
+    raise ValueError(Aggregate.problem(aggregate, "aggregate"))
 
 
 def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
-def evaluate_value(
-    *,
+def describe(
     metric_key: str,
     steps_key: str,
     constraint_key: str,
-    step: int,
+    step: int | None,
     at_step: int | None,
     current: float,
-    history: Sequence[float] | None = None,
+    n: int,
+    judged: Judged,
     constraint: Mapping[str, float],
     min_history: int = DEFAULT_MIN_HISTORY,
     aggregate: str = "mean",
-    baseline: tuple[int, float | None] | None = None,
 ) -> Result:
-    """Compare one current value with its coordinate's baseline values.
+    """Return the result of a coordinate :func:`judge` decided, explaining the decision.
+
+    Decides nothing: a FAIL says which side it left and which term set that side (SPEC 6).
 
     :param metric_key: the coordinate's metric.
     :param steps_key: the coordinate's steps key.
@@ -190,30 +224,25 @@ def evaluate_value(
     :param step: the stored step.
     :param at_step: the real step, for reporting.
     :param current: the value of the run being gated.
-    :param history: the baseline values of the same coordinate.
-    :param baseline: instead of ``history``: ``(n, ref)`` already computed (``ref`` ``None`` when ``n`` is 0).
+    :param n: how many baseline values were judged against.
+    :param judged: what :func:`judge` returned for them.
     :param constraint: the band parameters.
-    :param min_history: fewer baseline values than this makes the result INACTIVE.
-    :param aggregate: ``"mean"`` or ``"median"``.
+    :param min_history: the cold-start threshold, for the reason.
+    :param aggregate: the reference's aggregate, for the reason.
     """
-    result = Result(metric_key, steps_key, constraint_key, step, at_step, INACTIVE, current=current)
-    if baseline is None:
-        history = history or ()
-        n = len(history)
-    else:
-        n = baseline[0]
-    result.n = n
-    if n == 0 or n < min_history:
+    status, ref, error = judged
+    result = Result(metric_key, steps_key, constraint_key, step, at_step, status, current=current, n=n)
+    if status == INACTIVE:
         result.reason = f"cold start: {n} baseline value(s), {max(min_history, 1)} needed"
         return result
-    ref = reference(history, aggregate) if baseline is None else float(baseline[1])  # type: ignore[arg-type]
+    if status == ERROR or ref is None:
+        result.reason = error or ""
+        return result
     band = compute_band(ref, constraint)
     result.ref, result.lo, result.hi = ref, band.lo, band.hi
-    if band.lo <= current <= band.hi:
-        result.status = PASS
+    if status == PASS:
         result.reason = "within band"
         return result
-    result.status = FAIL
     if current > band.hi:
         result.side, result.bound = "above", band.hi_bound
         rel, floor, limit, sign = constraint.get("rel_up", 0.0), constraint.get("abs_floor_up", 0.0), band.hi, "+"
@@ -230,6 +259,39 @@ def evaluate_value(
     return result
 
 
+def evaluate_value(
+    *,
+    metric_key: str,
+    steps_key: str,
+    constraint_key: str,
+    step: int,
+    at_step: int | None,
+    current: float,
+    history: Sequence[float] = (),
+    constraint: Mapping[str, float],
+    min_history: int = DEFAULT_MIN_HISTORY,
+    aggregate: str = "mean",
+) -> Result:
+    """Judge one current value against its coordinate's baseline values and explain the result.
+
+    :func:`judge` then :func:`describe`.
+
+    :param metric_key: the coordinate's metric.
+    :param steps_key: the coordinate's steps key.
+    :param constraint_key: the coordinate's constraint key.
+    :param step: the stored step.
+    :param at_step: the real step, for reporting.
+    :param current: the value of the run being gated.
+    :param history: the baseline values of the same coordinate.
+    :param constraint: the band parameters.
+    :param min_history: fewer baseline values than this makes the result INACTIVE.
+    :param aggregate: ``"mean"`` or ``"median"``.
+    """
+    judged = judge(current, history, constraint_params(constraint), min_history, aggregate)
+    return describe(metric_key, steps_key, constraint_key, step, at_step, current, len(history), judged,
+                    constraint, min_history, aggregate)
+
+
 def error_result(metric_key: str, steps_key: str, constraint_key: str, message: str) -> Result:
     """Return the ERROR result of a declaration that selected nothing.
 
@@ -241,6 +303,9 @@ def error_result(metric_key: str, steps_key: str, constraint_key: str, message: 
     return Result(metric_key, steps_key, constraint_key, None, None, ERROR, reason=message)
 
 
-def is_trusted(results: Sequence[Result]) -> bool:
-    """Return whether a run is trusted: every result PASS or INACTIVE (no results: trusted)."""
-    return all(r.status in (PASS, INACTIVE) for r in results)
+def is_trusted(counts: Mapping[str, int]) -> bool:
+    """Decide a run's trust (SPEC 6): trusted iff no result is FAIL or ERROR (no results: trusted).
+
+    :param counts: how many results of each status the run has (a missing status counts 0).
+    """
+    return not (counts.get(FAIL) or counts.get(ERROR))

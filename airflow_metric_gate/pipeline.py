@@ -17,19 +17,16 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.enums import ERROR, FAIL, STATUSES, Aggregate, RunStatus
 from airflow_metric_gate.evaluation import (
-    AGGREGATES,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_MIN_HISTORY,
-    ERROR,
-    FAIL,
-    STATUSES,
     Result,
     constraint_params,
+    describe,
     error_result,
-    evaluate_value,
-    quick_status,
-    reference,
+    is_trusted,
+    judge,
 )
 from airflow_metric_gate.limits import (
     MAX_CONSTRAINT_KEY_BYTES,
@@ -43,7 +40,7 @@ from airflow_metric_gate.limits import (
     step_problem,
 )
 from airflow_metric_gate.records import Record, read_record
-from airflow_metric_gate.rules import tolerate_isolated_failures
+from airflow_metric_gate.rules import applies_persistence, tolerate_isolated_failures
 from airflow_metric_gate.selection import LAST_STEP, Selection, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
 from airflow_metric_gate.store.base import PROVENANCE_COLUMNS, WindowRun
@@ -171,20 +168,6 @@ def payload_to_selection(payload: Mapping) -> list[Selection]:
 # -- persist -----------------------------------------------------------------------------------
 
 
-def _declaration_summary(d: GateDeclaration) -> dict:
-    summary = {
-        "metric_key": d.metric_key,
-        "steps_key": d.steps_key,
-        "constraint_key": d.constraint_key,
-        "constraint": dict(d.constraint),
-        "enforce": bool(d.enforce),
-        "allowlist_reason": d.allowlist_reason,
-    }
-    if d.min_failing_steps != 1:  # opt-in rules are stored only when switched on
-        summary["min_failing_steps"] = d.min_failing_steps
-    return summary
-
-
 def check_run(identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selection] = ()) -> None:
     """Check every key, step and date of a run against the limits (:mod:`~airflow_metric_gate.limits`).
 
@@ -251,7 +234,7 @@ def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selectio
     row = RunRow(
         run_id=run.run_id, series=identity.series, backend=identity.backend, suite=identity.suite,
         role=run.role, status="pending", logical_date=run.logical_date, provenance=dict(run.provenance),
-        declarations=[_declaration_summary(s.declaration) for s in selections], selection_errors=errors,
+        declarations=[s.declaration.summary() for s in selections], selection_errors=errors,
     )
     rows = store.write_run(row, values)
     return {"run_id": run.run_id, "rows": rows, "errors": len(errors), "declarations": len(selections)}
@@ -345,9 +328,7 @@ def check_evaluate_options(
     :param aggregate: ``mean`` or ``median``.
     :raises StoreInputError: an option is out of range.
     """
-    if aggregate not in AGGREGATES:
-        raise StoreInputError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
-    problem = history_limit_problem(history_limit)
+    problem = Aggregate.problem(aggregate, "aggregate") or history_limit_problem(history_limit)
     if problem:
         raise StoreInputError(problem)
     if type(min_history) is not int or min_history < 0:
@@ -398,29 +379,16 @@ def evaluate(
     for v in current:
         key = (v.metric_key, v.steps_key, v.constraint_key)
         values = history.get(v.ordinal, no_values)
-        n = len(values)
-        ref = overflow = None
-        if n and n >= min_history:
-            try:
-                ref = reference(values, aggregate)
-            except OverflowError as exc:
-                overflow = str(exc)
-        status = ERROR if overflow else quick_status(v.value, n, ref, params[key], min_history)
+        judged = judge(v.value, values, params[key], min_history, aggregate)
+        status = judged[0]
         counts[status] += 1
         per_gate[key][status] += 1
         if status in (FAIL, ERROR) or all_results:
             gate = gates[key]
-            if overflow:
-                result = Result(v.metric_key, v.steps_key, v.constraint_key, v.step, v.at_step, ERROR,
-                                current=v.value, n=n, reason=overflow)
-            else:
-                result = evaluate_value(
-                    metric_key=v.metric_key, steps_key=v.steps_key, constraint_key=v.constraint_key, step=v.step,
-                    at_step=v.at_step, current=v.value, constraint=gate["constraint"], min_history=min_history,
-                    aggregate=aggregate, baseline=(n, ref),
-                )
+            result = describe(v.metric_key, v.steps_key, v.constraint_key, v.step, v.at_step, v.value, len(values),
+                              judged, gate["constraint"], min_history, aggregate)
             ordered.append((v.ordinal, result, gate))
-    if any(g.get("min_failing_steps", 1) != 1 for g in run.declarations):  # opt-in persistence rule
+    if applies_persistence(run.declarations):  # the opt-in rule min_failing_steps
         selected = Counter((v.metric_key, v.steps_key, v.constraint_key) for v in current)
         ordered = tolerate_isolated_failures(ordered, counts, selected, keep_tolerated=all_results,
                                              per_declaration=per_gate)
@@ -434,7 +402,7 @@ def evaluate(
     ordered.sort(key=lambda item: item[0])
     results = [r for _, r, _ in ordered]
 
-    trusted = counts[FAIL] == 0 and counts[ERROR] == 0
+    trusted = is_trusted(counts)
     blocking = sum(
         1
         for _, r, gate in ordered
@@ -452,7 +420,7 @@ def evaluate(
     counts = verdict["counts"]
     reason = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s]) or "no declarations"
     if record:
-        store.set_status(run_id, "trusted" if trusted else "untrusted", reason)
+        store.set_status(run_id, RunStatus.TRUSTED.value if trusted else RunStatus.UNTRUSTED.value, reason)
     return verdict
 
 

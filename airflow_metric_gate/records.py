@@ -22,6 +22,7 @@ from typing import Any
 
 from marshmallow import ValidationError
 
+from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.schemas.records import (
     format_errors,
@@ -31,7 +32,7 @@ from airflow_metric_gate.schemas.records import (
 )
 
 #: The record formats :func:`read_record` understands.
-RECORD_FORMATS = ("series", "rows")
+RECORD_FORMATS = RecordFormat.values()
 
 Point = tuple[int | None, object]
 #: A point whose step was not an int >= 0: ``(step as written, value, file, line)``.

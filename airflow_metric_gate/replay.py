@@ -25,22 +25,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.enums import ERROR, FAIL, STATUSES, RunStatus
 from airflow_metric_gate.evaluation import (
-    AGGREGATES,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_MIN_HISTORY,
-    ERROR,
-    FAIL,
-    INACTIVE,
-    PASS,
-    STATUSES,
-    Result,
     constraint_params,
+    describe,
     error_result,
-    evaluate_value,
-    quick_status,
-    reference,
+    is_trusted,
+    judge,
 )
+from airflow_metric_gate.pipeline import check_evaluate_options
 from airflow_metric_gate.rules import min_failing_steps, tolerate_isolated_failures
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError
 
@@ -70,9 +65,7 @@ class _Gate:
 
 def _summary(d: GateDeclaration | dict) -> dict:
     if isinstance(d, GateDeclaration):
-        d = {"metric_key": d.metric_key, "steps_key": d.steps_key, "constraint_key": d.constraint_key,
-             "constraint": dict(d.constraint), "enforce": bool(d.enforce), "allowlist_reason": d.allowlist_reason,
-             "min_failing_steps": d.min_failing_steps}
+        return d.summary()
     out = {k: d.get(k) for k in ("metric_key", "steps_key", "constraint_key", "constraint", "enforce",
                                  "allowlist_reason")}
     if min_failing_steps(d) != 1:
@@ -127,10 +120,7 @@ def replay(
         results), ``not_replayable`` and ``summary``.
     :raises StoreInputError: on bad settings or when the store has no run of the series identity.
     """
-    if aggregate not in AGGREGATES:
-        raise StoreInputError(f"aggregate must be one of {', '.join(AGGREGATES)}, got {aggregate!r}")
-    if history_limit < 1 or min_history < 0:
-        raise StoreInputError("history_limit must be >= 1 and min_history >= 0")
+    check_evaluate_options(history_limit=history_limit, min_history=min_history, aggregate=aggregate)
     if trust not in TRUST_MODES:
         raise StoreInputError(f"trust must be one of {', '.join(TRUST_MODES)}, got {trust!r}")
     runs = store.series_runs_in_order(series, backend, suite)
@@ -154,7 +144,7 @@ def replay(
     nights: list[dict] = []
     counts_total = {s: 0 for s in STATUSES}
 
-    def judge(run: RunRow, rows: list[tuple]) -> dict:
+    def judge_night(run: RunRow, rows: list[tuple]) -> dict:
         counts = {s: 0 for s in STATUSES}
         present: dict[Any, bool] = {}
         feed: list[tuple[Any, float]] = []
@@ -189,26 +179,13 @@ def replay(
                     while window and window[0][0] <= cutoff:
                         window.popleft()
                 history = [v for _, v in window] if window else []
-                n = len(history)
-                ref = overflow = None
-                if n:
-                    try:
-                        ref = reference(history, aggregate)
-                    except OverflowError as exc:  # the baseline's sum leaves the float range
-                        overflow = str(exc)
-                status = ERROR if overflow else quick_status(value, n, ref, gate.params, min_history)
+                judged = judge(value, history, gate.params, min_history, aggregate)
+                status = judged[0]
                 counts[status] += 1
-                if status not in (PASS, INACTIVE):
+                if status in (FAIL, ERROR):
                     s = gate.summary
-                    if overflow:
-                        result = Result(metric_key, s["steps_key"], s["constraint_key"], step, at_step, ERROR,
-                                        current=value, n=n, reason=overflow)
-                    else:
-                        result = evaluate_value(
-                            metric_key=metric_key, steps_key=s["steps_key"], constraint_key=s["constraint_key"],
-                            step=step, at_step=at_step, current=value, history=history, constraint=s["constraint"],
-                            min_history=min_history, aggregate=aggregate,
-                        )
+                    result = describe(metric_key, s["steps_key"], s["constraint_key"], step, at_step, value,
+                                      len(history), judged, s["constraint"], min_history, aggregate)
                     failing.setdefault(gk, []).append(result)
                 selected[gk] += 1
                 feed.append((coord, value))
@@ -251,7 +228,7 @@ def replay(
                 results = [r for _, r, _ in items]
             if results:
                 gates[gk].failed.append({**night, "results": [r.to_dict() for r in results]})
-        trusted = not (counts[FAIL] or counts[ERROR])
+        trusted = is_trusted(counts)
         night.update(replayed_status="trusted" if trusted else "untrusted",
                      counts={s: c for s, c in counts.items() if c})
         for s, c in counts.items():
@@ -267,10 +244,10 @@ def replay(
         judged = []
         for run, rows in group:
             feed_seen.clear()
-            judged.append((run, judge(run, rows)))
+            judged.append((run, judge_night(run, rows)))
         for run, j in judged:
             nights.append(j["night"])
-            trusted = j["trusted"] if trust == "replayed" else run.status == "trusted"
+            trusted = j["trusted"] if trust == "replayed" else run.status == RunStatus.TRUSTED
             if run.role != "baseline" or not trusted:
                 continue
             fed += 1

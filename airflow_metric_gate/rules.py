@@ -10,12 +10,12 @@ thousand no longer fails a night; a level shift, which moves many steps, still d
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_metric_gate.evaluation import FAIL, PASS
+from airflow_metric_gate.enums import FAIL, PASS
 
-__all__ = ["min_failing_steps", "tolerate_isolated_failures"]
+__all__ = ["applies_persistence", "min_failing_steps", "tolerate_isolated_failures"]
 
 
 def min_failing_steps(gate: Mapping[str, Any]) -> int:
@@ -64,3 +64,8 @@ def tolerate_isolated_failures(
                 continue
         kept.append(item)
     return kept
+
+
+def applies_persistence(gates: Iterable[Mapping[str, Any]]) -> bool:
+    """Return whether any of a run's stored or serialized declarations switched ``min_failing_steps`` on."""
+    return any(min_failing_steps(gate) != 1 for gate in gates)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_metric_gate.enums import ROLES, Role
 from airflow_metric_gate.store import MetricStore, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.store.urls import scrub
 
@@ -17,7 +18,6 @@ if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
 
 DEFAULT_CONN_ID = "metric_gate_db"
-ROLES = ("baseline", "shadow")
 #: DAG run types whose runs feed future baselines when the role is ``auto``; every other run is shadow.
 BASELINE_RUN_TYPES = ("scheduled", "backfill")
 
@@ -138,9 +138,9 @@ def run_role(role: str | None, context: Context) -> str:
     if role is None or role == "auto":
         run_type = getattr(context["dag_run"], "run_type", None)
         run_type = getattr(run_type, "value", run_type)
-        return "baseline" if run_type in BASELINE_RUN_TYPES else "shadow"
-    if role not in ROLES:
-        raise AirflowFailException(f"role must be 'baseline', 'shadow' or 'auto', got {role!r}")
+        return Role.BASELINE.value if run_type in BASELINE_RUN_TYPES else Role.SHADOW.value
+    if Role.problem(role, "role"):
+        raise AirflowFailException(f"role must be {', '.join(repr(r) for r in ROLES)} or 'auto', got {role!r}")
     return role
 
 

@@ -11,7 +11,8 @@ from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_metric_gate.evaluation import AGGREGATES, DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY, ERROR, FAIL
+from airflow_metric_gate.enums import ERROR, FAIL, Aggregate
+from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.operators._shared import (
     open_metric_store,
     optional,
@@ -233,8 +234,9 @@ class EvaluateGateOperator(BaseOperator):
         run_id = run.get("run_id") if isinstance(run, Mapping) else optional(run)
         if not isinstance(run_id, str):
             raise AirflowFailException(f"{self.task_id}: run must be a store run id or PersistValuesOperator's output")
-        if self.aggregate not in AGGREGATES:
-            raise AirflowFailException(f"aggregate must be one of {', '.join(AGGREGATES)}, got {self.aggregate!r}")
+        problem = Aggregate.problem(self.aggregate, "aggregate")
+        if problem:
+            raise AirflowFailException(problem)
         with store_errors(self.task_id):
             with open_metric_store(resolve_conn_id(self.conn_id)) as store:
                 return evaluate(

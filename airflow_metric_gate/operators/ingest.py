@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.operators._record_copy import read_and_copy
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.pipeline import ingest
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import RECORD_FORMATS, RecordError
+from airflow_metric_gate.records import RecordError
 from airflow_metric_gate.storage import StorageUnavailable, record_path, refresh, storage_errors
 
 #: At most this many skipped entries of a record directory are logged one by one.
@@ -109,8 +110,9 @@ class IngestRecordOperator(BaseOperator):
             location = record_location(upstream_value(self, context, "location"))
         if location is None:
             raise AirflowFailException(f"{self.task_id}: no record location given")
-        if self.format not in RECORD_FORMATS:
-            raise AirflowFailException(f"format must be one of {', '.join(RECORD_FORMATS)}, got {self.format!r}")
+        problem = RecordFormat.problem(self.format, "format")
+        if problem:
+            raise AirflowFailException(problem)
         self.log.info("Reading training record %s (format %s)", location, self.format)
         record, copy = read_record_at(location, self.storage_conn_id, self.format, copy=True)
         for skipped, reason in record.skipped[:_SKIPS_LOGGED]:

@@ -16,12 +16,12 @@ from airflow_metric_gate.declarations import (
     load_gates_file,
     resolve_declarations,
 )
+from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.operators._record_copy import drop_copy, read_copy
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.operators.ingest import read_record_at, record_location
 from airflow_metric_gate.pipeline import select, selection_to_payload
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import RECORD_FORMATS
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -116,8 +116,9 @@ class SelectStepsOperator(BaseOperator):
             raise AirflowFailException(f"{self.task_id}: no record location given")
         fmt = optional(self.format) or (upstream.get("format") if isinstance(upstream, Mapping) else None)
         fmt = fmt or "series"
-        if fmt not in RECORD_FORMATS:
-            raise AirflowFailException(f"format must be one of {', '.join(RECORD_FORMATS)}, got {fmt!r}")
+        problem = RecordFormat.problem(fmt, "format")
+        if problem:
+            raise AirflowFailException(problem)
 
         declarations = self.declarations()
         self.log.info("%s gate declaration(s) for record %s", len(declarations), location)

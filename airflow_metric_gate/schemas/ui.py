@@ -10,6 +10,8 @@ import json
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, validate, validates_schema
 
+from airflow_metric_gate.enums import JUDGED_STATUSES
+
 _NAME = validate.Length(min=1, max=250)
 _KEY = validate.Length(min=1, max=2000)
 #: What the Airflow UI leaves in an external view's ``href`` when the page has no map index.
@@ -78,7 +80,7 @@ class MarkFormSchema(_Base):
     """``mark``: mark one store run trusted or untrusted, with a reason."""
 
     run_id = fields.String(required=True, validate=_NAME)
-    status = fields.String(required=True, validate=validate.OneOf(["trusted", "untrusted"]))
+    status = fields.String(required=True, validate=validate.OneOf(JUDGED_STATUSES))
     reason = fields.String(required=True, validate=validate.Length(min=3, max=500))
     token = fields.String(required=True, validate=validate.Length(min=1, max=200))
     next = fields.String(load_default="./", validate=validate.Length(max=4000))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
-from airflow_metric_gate.evaluation import STATUSES
+from airflow_metric_gate.enums import ROLES, STATUSES
 from airflow_metric_gate.verdict import VERDICT_SCHEMA
 
 
@@ -75,7 +75,7 @@ class VerdictSchema(Schema):
     backend = fields.String(required=True)
     suite = fields.String(required=True)
     run_id = fields.String(required=True)
-    role = fields.String(required=True, validate=validate.OneOf(["baseline", "shadow"]))
+    role = fields.String(required=True, validate=validate.OneOf(ROLES))
     logical_date = fields.String(required=True)
     trusted = fields.Boolean(required=True)
     enforced = fields.Boolean(required=True)

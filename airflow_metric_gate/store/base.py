@@ -18,10 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
 from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
-
-ROLES = ("baseline", "shadow")
-STATUSES = ("pending", "trusted", "untrusted")
 
 #: Provenance keys that have their own ``runs`` column; any other key goes to ``runs.provenance``.
 PROVENANCE_COLUMNS = ("dag_id", "airflow_run_id", "try_number", "map_index", "commit_sha", "training_job_id")
@@ -388,10 +386,9 @@ class MetricStore:
         :raises StoreInputError: on a non-finite value, unknown role or status, or a run id that
             belongs to another series identity.
         """
-        if run.role not in ROLES:
-            raise StoreInputError(f"role must be one of {', '.join(ROLES)}, got {run.role!r}")
-        if run.status not in STATUSES:
-            raise StoreInputError(f"status must be one of {', '.join(STATUSES)}, got {run.status!r}")
+        problem = Role.problem(run.role, "role") or RunStatus.problem(run.status, "status")
+        if problem:
+            raise StoreInputError(problem)
         rows = []
         for v in values:
             value = float(v.value)
@@ -450,8 +447,9 @@ class MetricStore:
         :param status: ``pending``, ``trusted`` or ``untrusted``.
         :param reason: a short note kept in ``runs.status_reason``.
         """
-        if status not in STATUSES:
-            raise StoreInputError(f"status must be one of {', '.join(STATUSES)}, got {status!r}")
+        problem = RunStatus.problem(status, "status")
+        if problem:
+            raise StoreInputError(problem)
         with self._transaction() as cur:
             self._execute(
                 cur,
@@ -513,7 +511,7 @@ class MetricStore:
         :return: every matching run, as it was, with its new status; empty when nothing matched.
         :raises StoreInputError: on an unknown status or ``by``, or an Airflow run id without ``dag_id``.
         """
-        if status not in ("trusted", "untrusted"):
+        if status not in JUDGED_STATUSES:
             raise StoreInputError(f"can only mark runs trusted or untrusted, not {status!r}")
         where, params = self._match(by, key, dag_id, series, backend, suite)
         marked: list[MarkedRun] = []
@@ -577,7 +575,7 @@ class MetricStore:
         :param at: when (kept in provenance).
         :return: how many runs changed (0 or 1).
         """
-        if status not in ("trusted", "untrusted"):
+        if status not in JUDGED_STATUSES:
             raise StoreInputError(f"can only mark runs trusted or untrusted, not {status!r}")
         if not reason or not reason.strip():
             raise StoreInputError("marking a run needs a reason")

@@ -332,7 +332,8 @@ def test_a_coordinate_declared_twice_collapses_with_a_warning_naming_both_places
     assert collapse_duplicates(kept) == (kept, [])
 
 
-@pytest.mark.parametrize("field, second", [("enforce", "enforce: true"), ("allowlist_reason", "allowlist_reason: x")])
+@pytest.mark.parametrize("field, second", [("enforce", "enforce: true"), ("allowlist_reason", "allowlist_reason: x"),
+                                           ("min_failing_steps", "min_failing_steps: 2")])
 def test_a_coordinate_declared_twice_with_other_enforcement_is_an_error_naming_both_places(tmp_path, field, second):
     path = _file(tmp_path, "gates.yaml", f"""\
         gates:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import random
+from collections import Counter
+
 import pytest
 
 from airflow_metric_gate.evaluation import (
@@ -10,9 +13,11 @@ from airflow_metric_gate.evaluation import (
     INACTIVE,
     PASS,
     compute_band,
+    constraint_params,
     error_result,
     evaluate_value,
     is_trusted,
+    judge,
     reference,
 )
 
@@ -122,10 +127,15 @@ def test_trust_requires_every_result_pass_or_inactive():
     cold = _eval(0.5, [], SYM_05)
     bad = _eval(9.0, [0.5], SYM_05)
     err = error_result("m", '"all"', "{}", "metric 'm' is absent from the record")
-    assert is_trusted([ok, cold])
-    assert is_trusted([])
-    assert not is_trusted([ok, bad])
-    assert not is_trusted([ok, err])
+
+    def counts(*results):
+        return Counter(r.status for r in results)
+
+    assert is_trusted(counts(ok, cold))
+    assert is_trusted(counts())
+    assert is_trusted({PASS: 3, INACTIVE: 1, FAIL: 0, ERROR: 0})
+    assert not is_trusted(counts(ok, bad))
+    assert not is_trusted(counts(ok, err))
     assert err.status == ERROR and err.step is None and err.n == 0 and err.current is None
 
 
@@ -134,11 +144,7 @@ def test_no_history_is_inactive_even_with_min_history_zero():
     assert result.status == INACTIVE and result.ref is None
 
 
-def test_quick_status_agrees_with_full_evaluation():
-    import random
-
-    from airflow_metric_gate.evaluation import constraint_params, quick_status
-
+def test_the_result_explains_what_judge_decided():
     rng = random.Random(3)
     statuses = set()
     for _ in range(2000):
@@ -147,8 +153,26 @@ def test_quick_status_agrees_with_full_evaluation():
                       "rel_down": rng.choice([0, 0.2, 0.8]), "abs_floor_down": rng.choice([0, 0.1])}
         current = rng.uniform(-3, 3)
         min_history = rng.randint(0, 2)
-        full = _eval(current, history, constraint, min_history=min_history)
-        ref = reference(history) if history else None
-        assert quick_status(current, len(history), ref, constraint_params(constraint), min_history) == full.status
-        statuses.add(full.status)
+        status, ref, error = judge(current, history, constraint_params(constraint), min_history)
+        result = _eval(current, history, constraint, min_history=min_history)
+        assert (result.status, result.ref, error) == (status, ref, None)
+        if status == PASS:
+            assert result.lo <= current <= result.hi and result.side is None
+        elif status == FAIL:
+            assert result.side == ("above" if current > result.hi else "below")
+            assert not result.lo <= current <= result.hi
+        else:
+            assert status == INACTIVE and ref is None and len(history) < max(min_history, 1)
+        statuses.add(status)
     assert statuses == {PASS, FAIL, INACTIVE}
+
+
+def test_a_baseline_sum_beyond_the_float_range_is_an_error_result():
+    status, ref, error = judge(1.0, [1.7e308, 1.7e308], constraint_params(SYM_05), 1)
+    assert (status, ref) == (ERROR, None) and "beyond the float range" in error
+    result = _eval(1.0, [1.7e308, 1.7e308], SYM_05)
+    assert (result.status, result.n, result.ref, result.reason) == (ERROR, 2, None, error)
+
+
+def test_cold_start_comes_before_an_overflowing_baseline():
+    assert judge(1.0, [1.7e308, 1.7e308], constraint_params(SYM_05), 3) == (INACTIVE, None, None)

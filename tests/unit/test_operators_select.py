@@ -9,7 +9,7 @@ from _airflow_context import chained, context
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_metric_gate.declarations import declare
+from airflow_metric_gate.declarations import DeclarationError, declare
 from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.pipeline import payload_to_selection
 
@@ -105,6 +105,30 @@ def test_declaration_that_cannot_select_travels_on_as_an_error(record):
 def test_invalid_declarations_fail_without_retry(record, gates):
     with pytest.raises(AirflowFailException, match="invalid gate declarations"):
         SelectStepsOperator(task_id="select", record=str(record), gates=gates).execute(context())
+
+
+def test_a_gate_in_both_gates_file_and_gates_is_gated_once(record, gates_file, capsys):
+    gates = [{"metric_key": "train/grad_norm"}]  # the same coordinate as the file's first gate
+    payload = SelectStepsOperator(task_id="select", record=str(record), gates_file=str(gates_file),
+                                  gates=gates).execute(context())
+    assert [entry["declaration"]["metric_key"] for entry in payload["gates"]] == ["train/grad_norm",
+                                                                                  "rollout/raw_reward"]
+    logged = capsys.readouterr().out  # the task log (Airflow's logger writes to stdout here)
+    assert "declared twice" in logged and f"{gates_file}:2" in logged and "select: gate 1" in logged
+
+
+@pytest.mark.parametrize(
+    ("field", "other"),
+    [("enforce", {"enforce": True}), ("allowlist_reason", {"allowlist_reason": "known"}),
+     ("min_failing_steps", {"min_failing_steps": 3})],
+)
+def test_a_gate_in_both_gates_file_and_gates_that_disagree_fails_without_retry(record, gates_file, field, other):
+    gates = [{"metric_key": "train/grad_norm", **other}]
+    operator = SelectStepsOperator(task_id="select", record=str(record), gates_file=str(gates_file), gates=gates)
+    with pytest.raises(AirflowFailException, match=f"declared twice with different {field}") as info:
+        operator.execute(context())
+    assert f"{gates_file}:2" in str(info.value) and "select: gate 1" in str(info.value)
+    assert isinstance(info.value.__cause__, DeclarationError)  # bad input: the project's error, never retried
 
 
 def test_missing_gates_file_fails_without_retry(record, tmp_path):

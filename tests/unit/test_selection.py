@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from airflow_metric_gate.declarations import declare
+from airflow_metric_gate.declarations import DeclarationError, declare
 from airflow_metric_gate.records import read_record
 from airflow_metric_gate.selection import LAST_STEP, select_steps
 
@@ -93,7 +93,7 @@ def test_a_coordinate_declared_twice_is_selected_once(tmp_path):
     rec = _record(tmp_path, {"metric": "m", "series": [[0, 0.1]]})
     (selection,) = select_steps(rec, [declare("m", steps="all", constraint=C), declare("m", steps="all", constraint=C)])
     assert selection.values == [0.1]
-    with pytest.raises(ValueError, match="declared twice with different enforce"):
+    with pytest.raises(DeclarationError, match="declared twice with different enforce"):
         select_steps(rec, [declare("m", steps="all", constraint=C), declare("m", steps="all", constraint=C,
                                                                              enforce=True)])
 

@@ -26,7 +26,7 @@ WORST = {99: 0.55, 100: 0.4, 101: 0.45, 102: 0.5, 103: 0.55}
 def _result(metric, step, current, ref, constraint=REL, steps_key=ALL, at_step=None):
     return evaluate_value(
         metric_key=metric, steps_key=steps_key, constraint_key=json.dumps(constraint, sort_keys=True), step=step,
-        at_step=step if at_step is None else at_step, current=current, baseline=(5, ref), constraint=constraint,
+        at_step=step if at_step is None else at_step, current=current, history=[ref] * 5, constraint=constraint,
     )
 
 
