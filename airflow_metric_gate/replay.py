@@ -36,7 +36,7 @@ from airflow_metric_gate.evaluation import (
     judge,
 )
 from airflow_metric_gate.pipeline import check_evaluate_options
-from airflow_metric_gate.rules import min_failing_steps, tolerate_isolated_failures
+from airflow_metric_gate.rules import mad_k, min_failing_steps, rule_options, tolerate_isolated_failures
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError
 
 TRUST_MODES = ("replayed", "stored")
@@ -47,11 +47,12 @@ __all__ = ["TRUST_MODES", "render_replay", "replay"]
 class _Gate:
     """One declaration being replayed and what it found."""
 
-    __slots__ = ("summary", "params", "failed", "judged", "missing")
+    __slots__ = ("summary", "params", "mad_k", "failed", "judged", "missing")
 
     def __init__(self, summary: dict) -> None:
         self.summary = summary
         self.params = constraint_params(summary["constraint"])
+        self.mad_k = mad_k(summary)
         self.failed: list[dict] = []
         self.judged = 0
         self.missing = 0
@@ -68,8 +69,7 @@ def _summary(d: GateDeclaration | dict) -> dict:
         return d.summary()
     out = {k: d.get(k) for k in ("metric_key", "steps_key", "constraint_key", "constraint", "enforce",
                                  "allowlist_reason")}
-    if min_failing_steps(d) != 1:
-        out["min_failing_steps"] = min_failing_steps(d)
+    out.update(rule_options(d))
     return out
 
 
@@ -159,6 +159,7 @@ def replay(
                     gate = gates[key] = _Gate(_summary(summary))
                 else:
                     gate.summary, gate.params = _summary(summary), constraint_params(summary["constraint"])
+                    gate.mad_k = mad_k(summary)
                 present[key] = False
         for _, metric_key, steps_key, constraint_key, step, value, at_step in rows:
             stored_literals.setdefault(metric_key, set()).add(steps_key)
@@ -179,13 +180,13 @@ def replay(
                     while window and window[0][0] <= cutoff:
                         window.popleft()
                 history = [v for _, v in window] if window else []
-                judged = judge(value, history, gate.params, min_history, aggregate)
+                judged = judge(value, history, gate.params, min_history, aggregate, gate.mad_k)
                 status = judged[0]
                 counts[status] += 1
                 if status in (FAIL, ERROR):
                     s = gate.summary
                     result = describe(metric_key, s["steps_key"], s["constraint_key"], step, at_step, value,
-                                      len(history), judged, s["constraint"], min_history, aggregate)
+                                      len(history), judged, s["constraint"], min_history, aggregate, gate.mad_k)
                     failing.setdefault(gk, []).append(result)
                 selected[gk] += 1
                 feed.append((coord, value))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from airflow_metric_gate.declarations import (
@@ -12,7 +14,16 @@ from airflow_metric_gate.declarations import (
     load_gates_file,
     resolve_declarations,
 )
-from airflow_metric_gate.evaluation import FAIL, Result
+from airflow_metric_gate.evaluation import (
+    FAIL,
+    INACTIVE,
+    PASS,
+    Result,
+    constraint_params,
+    evaluate_value,
+    judge,
+    median_and_mad,
+)
 from airflow_metric_gate.schemas.verdict import VerdictSchema
 from airflow_metric_gate.verdict import build_verdict, render_report
 
@@ -101,3 +112,74 @@ def test_a_fail_declaration_reads_as_before():
     report = render_report(verdict)
     assert report.summary[0].startswith("REGRESSED loss")
     assert "warning" not in report.table
+
+
+# -- the mad band, by hand ---------------------------------------------------------------------------
+
+#: median 1.0; |v - 1.0|: 0 .1 .1 .2 .2 0 .05 .05 0 0, MAD 0.05; mad_k 6: band [0.7, 1.3]
+HISTORY = [1.0, 1.1, 0.9, 1.2, 0.8, 1.0, 1.05, 0.95, 1.0, 1.0]
+WIDE = {"rel_up": 0.5, "rel_down": 0.5}
+
+
+def _mad(current, history=HISTORY, k=6.0, constraint=WIDE, **kw):
+    return evaluate_value(metric_key="m", steps_key='"all"', constraint_key="{}", step=3, at_step=3,
+                          current=current, history=history, constraint=constraint, mad_k=k, **kw)
+
+
+def test_median_and_mad_by_hand():
+    assert median_and_mad(HISTORY) == (1.0, pytest.approx(0.05))
+    assert median_and_mad([3.0, 1.0, 2.0]) == (2.0, 1.0)  # |v - 2|: 1, 1, 0
+
+
+def test_the_mad_band_is_the_median_plus_or_minus_k_mads():
+    inside = _mad(1.25)
+    assert inside.status == PASS and inside.ref == 1.0
+    assert (inside.lo, inside.hi) == (pytest.approx(0.7), pytest.approx(1.3))
+    above = _mad(1.4)
+    assert (above.status, above.side, above.bound) == (FAIL, "above", "mad")
+    assert above.reason == "1.4 is above hi 1.3 (mad band: ref 1 + 6 x MAD 0.05 = 0.3; median of n=10); off by 0.1"
+    below = _mad(0.6, k=2.0)  # band [0.9, 1.1]
+    assert (below.status, below.side, below.lo) == (FAIL, "below", pytest.approx(0.9))
+    assert below.reason.startswith("0.6 is below lo 0.9 (mad band: ref 1 - 2 x MAD 0.05 = 0.1; median of n=10)")
+    # the same value against the constraint's band alone (mean 1.01, [0.505, 1.515]) passes
+    assert _mad(1.4, k=None).status == PASS
+
+
+def test_both_ends_of_the_mad_band_are_inclusive():
+    history = [float(x) for x in range(11)]  # median 5; |v - 5| sorted 0 1 1 2 2 3 3 4 4 5 5, MAD 3
+    assert _mad(8.0, history=history, k=1.0).status == PASS  # band [2, 8]
+    assert _mad(2.0, history=history, k=1.0).status == PASS
+    assert _mad(8.000001, history=history, k=1.0).status == FAIL
+    assert _mad(1.999999, history=history, k=1.0).status == FAIL
+
+
+def test_fewer_than_ten_values_or_no_spread_fall_back_to_the_constraint_band():
+    nine = _mad(1.6, history=HISTORY[:9])  # mean 1.0, rel 0.5: [0.5, 1.5]
+    assert (nine.status, nine.bound, nine.hi) == (FAIL, "rel", pytest.approx(1.5))
+    assert nine.reason.endswith("; constraint band, not the mad band: 9 baseline value(s), 10 needed")
+    assert _mad(1.4, history=HISTORY[:9]).status == PASS
+    flat = _mad(1.2, history=[1.0] * 12, constraint={"rel_up": 0.1, "rel_down": 0.1})
+    assert (flat.status, flat.bound) == (FAIL, "rel")
+    assert flat.reason.endswith("; constraint band, not the mad band: the MAD is 0")
+    assert _mad(1.05, history=[1.0] * 12, constraint={"rel_up": 0.1, "rel_down": 0.1}).status == PASS
+
+
+def test_cold_start_comes_first_and_the_aggregate_does_not_change_the_mad_band():
+    assert _mad(5.0, min_history=11).status == INACTIVE
+    assert _mad(1.4, aggregate="mean").reason == _mad(1.4, aggregate="median").reason
+
+
+def test_judge_and_describe_agree_on_random_mad_bands():
+    rng = random.Random(5)
+    seen = set()
+    for _ in range(1000):
+        history = [rng.choice([1.0, 2.0, rng.uniform(0, 3)]) for _ in range(rng.randint(0, 14))]
+        current, k = rng.uniform(-1, 4), rng.choice([0.5, 2.0, 6.0])
+        status, ref, error, mad = judge(current, history, constraint_params(WIDE), 1, "mean", k)
+        result = _mad(current, history=history, k=k)
+        assert (result.status, result.ref) == (status, ref)
+        if mad is not None:
+            assert len(history) >= 10 and mad > 0 and ref == median_and_mad(history)[0]
+            assert (result.lo <= current <= result.hi) == (status == PASS)
+            seen.add((status, result.bound))
+    assert {(PASS, None), (FAIL, "mad")} <= seen
