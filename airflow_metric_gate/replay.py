@@ -331,7 +331,8 @@ def render_replay(report: dict, *, max_coordinates: int = 5) -> str:
     ]
     for g in report["declarations"]:
         lines.append("")
-        lines.append(f"{g['metric_key']} steps={g['steps_key']} constraint={g['constraint_key']}: "
+        options = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in rule_options(g).items())
+        lines.append(f"{g['metric_key']} steps={g['steps_key']} constraint={g['constraint_key']}{options}: "
                      f"{g['nights_failed']} of {g['nights_judged']} night(s) would fail"
                      + (f"; not stored on {g['nights_not_stored']} night(s)" if g.get("nights_not_stored") else ""))
         for f in g["failed"]:

@@ -10,7 +10,7 @@ import pytest
 from airflow_metric_gate.cli import main
 from airflow_metric_gate.declarations import declare
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist
-from airflow_metric_gate.replay import replay
+from airflow_metric_gate.replay import render_replay, replay
 from airflow_metric_gate.schemas.verdict import VerdictSchema
 from airflow_metric_gate.selection import Selection
 
@@ -116,3 +116,12 @@ def test_metric_gate_run_exits_zero_on_a_warning_even_when_enforced(capsys, tmp_
     assert codes == [0, 0]
     assert 'WARNING loss (steps "all"): 2 of 2 steps FAIL' in out
     assert "NOT-TRUSTED" in out and "this run fails the gate" not in out
+
+
+def test_the_replay_report_names_the_options_a_declaration_has_on(store):
+    _fill(store, PLAIN)
+    report = replay(store, IDENTITY.series, IDENTITY.backend, IDENTITY.suite,
+                    declarations=[declare("loss", steps=[0], constraint=WIDE, band="mad", mad_k=3, severity="warn")])
+    text = render_replay(report)
+    assert "loss steps=[0] constraint=" in text
+    assert " band=mad mad_k=3 severity=warn: 2 of 13 night(s) would fail" in text
