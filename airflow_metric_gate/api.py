@@ -16,9 +16,10 @@ from typing import Any
 from airflow_metric_gate.declarations import GateDeclaration, load_gates_file, resolve_declarations
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id
 from airflow_metric_gate.pipeline import run_gate as _run_gate
+from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report
 from airflow_metric_gate.store import MetricStore, StoreInputError, open_store
 from airflow_metric_gate.store.base import utc
-from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, DEFAULT_TABLE_ROWS, render_report
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
 
 __all__ = ["Verdict", "load_declarations", "run_gate"]
 

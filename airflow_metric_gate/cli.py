@@ -31,16 +31,11 @@ from airflow_metric_gate.limits import (
 from airflow_metric_gate.pipeline import EarlierRunsPending, RunInfo, SeriesIdentity, ingest, new_run_id, run_gate
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import Record, RecordError
+from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, format_columns, render_report, show_command
 from airflow_metric_gate.storage import StorageUnavailable, is_uri, record_path, storage_errors
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.store.base import utc
-from airflow_metric_gate.verdict import (
-    DEFAULT_MAX_RESULTS,
-    DEFAULT_TABLE_ROWS,
-    format_columns,
-    render_report,
-    show_command,
-)
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
 
 EXIT_OK = 0
 EXIT_BLOCKED = 1

@@ -52,7 +52,7 @@ from airflow_metric_gate.schemas.declarations import (
     GatesFileSchema,
     load_defaults_table,
 )
-from airflow_metric_gate.schemas.records import format_errors
+from airflow_metric_gate.schemas.messages import format_errors
 
 __all__ = [
     "CONSTRAINT_KEYS",

@@ -21,8 +21,8 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from airflow_metric_gate.pipeline import evaluate
+from airflow_metric_gate.report import render_report
 from airflow_metric_gate.store.sqlite import SQLiteStore
-from airflow_metric_gate.verdict import render_report
 
 DAG_ID = "nightly_metric_gate"
 SERIES = "demo-rl"

@@ -24,8 +24,8 @@ from marshmallow import ValidationError
 
 from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.errors import LocatedError
+from airflow_metric_gate.schemas.messages import format_errors
 from airflow_metric_gate.schemas.records import (
-    format_errors,
     load_rows_line,
     load_series_line,
     may_hold_markers,

@@ -22,13 +22,8 @@ from airflow_metric_gate.operators._shared import (
 )
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, describe_runs, empty_verdict, evaluate
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.verdict import (
-    DEFAULT_MAX_RESULTS,
-    DEFAULT_TABLE_ROWS,
-    XCOM_MAX_BYTES,
-    render_report,
-    show_command,
-)
+from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report, show_command
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, XCOM_MAX_BYTES
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

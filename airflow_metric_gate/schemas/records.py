@@ -251,24 +251,6 @@ _SERIES_SCHEMA = RecordLineSchema()
 _ROWS_SCHEMA = RowsLineSchema()
 
 
-def format_errors(messages: Any) -> str:
-    """Flatten marshmallow error messages into one readable sentence.
-
-    ``{"series": ["point 3: ..."]}`` becomes ``field 'series': point 3: ...``.
-
-    :param messages: ``ValidationError.messages``.
-    """
-    if isinstance(messages, dict):
-        parts = []
-        for key, value in messages.items():
-            text = format_errors(value)
-            parts.append(text if key == "_schema" else f"field {key!r}: {text}")
-        return "; ".join(parts)
-    if isinstance(messages, (list, tuple)):
-        return "; ".join(format_errors(m) for m in messages)
-    return str(messages)
-
-
 def load_series_line(
     obj: object, decode: bool = True
 ) -> tuple[str, list[tuple[int | None, object]], list[tuple[object, object]]]:
