@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 
 from airflow_metric_gate import __version__
+from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file
 from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES
 from airflow_metric_gate.errors import LocatedError
@@ -34,7 +35,6 @@ from airflow_metric_gate.records import Record, RecordError
 from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, format_columns, render_report, show_command
 from airflow_metric_gate.storage import StorageUnavailable, is_uri, record_path, storage_errors
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
-from airflow_metric_gate.store.base import utc
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
 
 EXIT_OK = 0
@@ -55,9 +55,9 @@ def _logical_date(text: str | None) -> datetime:
     if text is None:
         return datetime.now(timezone.utc)
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        value = parse_datetime(text, "--logical-date")
     except ValueError as exc:
-        raise UsageError(f"--logical-date: not an ISO 8601 date or datetime: {text!r}") from exc
+        raise UsageError(str(exc)) from None
     problem = logical_date_problem(value)
     if problem:
         raise UsageError(f"--logical-date: {problem}")

@@ -9,13 +9,11 @@ and merges everything into one :class:`Record`.  Any structural problem raises
 from __future__ import annotations
 
 import errno
-import gc
 import json
 import os
 import stat
 from collections import defaultdict
 from collections.abc import Iterator
-from contextlib import contextmanager
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
@@ -24,6 +22,7 @@ from marshmallow import ValidationError
 
 from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.errors import LocatedError
+from airflow_metric_gate.memory import gc_paused
 from airflow_metric_gate.schemas.messages import format_errors
 from airflow_metric_gate.schemas.records import (
     load_rows_line,
@@ -301,22 +300,6 @@ def _read_rows(
         for metric, value in values:
             by_metric[metric].append((step, value))
     metrics.update(by_metric)
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while reading.
-
-    Reading builds one small container per point, none of them cyclic; with the collector on,
-    its passes over the growing heap cost about as much as parsing itself.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _sort_by_step(points: list[Point]) -> None:

@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 
 from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
-from airflow_metric_gate.records import Record, gc_paused
+from airflow_metric_gate.memory import gc_paused
+from airflow_metric_gate.records import Record
 
 #: The step under which ``steps="last"`` values are stored, whatever their real step was.
 LAST_STEP = -1

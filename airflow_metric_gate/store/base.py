@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_metric_gate.dates import utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
 from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
 
@@ -124,13 +125,6 @@ class MarkedRun:
     def changed(self) -> bool:
         """Whether the run's status changed."""
         return self.run.status != self.status
-
-
-def utc(dt: datetime) -> datetime:
-    """Return ``dt`` as an aware UTC datetime (naive datetimes are taken as UTC)."""
-    if dt.tzinfo is None:
-        return dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
 
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
