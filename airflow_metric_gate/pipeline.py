@@ -43,7 +43,7 @@ from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.rules import applies_persistence, tolerate_isolated_failures
 from airflow_metric_gate.selection import LAST_STEP, Selection, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
-from airflow_metric_gate.store.base import PROVENANCE_COLUMNS, WindowRun
+from airflow_metric_gate.store.rows import PROVENANCE_COLUMNS, WindowRun
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict
 
 SELECTION_PAYLOAD_VERSION = 1
@@ -249,7 +249,7 @@ MESSAGE_NIGHTS = 10
 def describe_runs(runs: Sequence[WindowRun]) -> str:
     """Name runs by logical date and store run id (and Airflow run id when known), oldest first.
 
-    :param runs: e.g. :attr:`~airflow_metric_gate.store.base.HistoryWindow.pending`.
+    :param runs: e.g. :attr:`~airflow_metric_gate.store.rows.HistoryWindow.pending`.
     """
     names = []
     for r in runs[:MESSAGE_NIGHTS]:

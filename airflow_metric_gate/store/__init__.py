@@ -9,14 +9,9 @@ from __future__ import annotations
 
 import os
 
-from airflow_metric_gate.store.base import (
-    MetricStore,
-    RunRow,
-    StoreError,
-    StoreInputError,
-    StoreUnavailable,
-    ValueRow,
-)
+from airflow_metric_gate.store.base import MetricStore
+from airflow_metric_gate.store.errors import StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store.rows import RunRow, ValueRow
 from airflow_metric_gate.store.urls import POSTGRES_SCHEMES, SQLITE_PREFIX, URL_FORMS, safe_url
 
 DEFAULT_STORE_URL = "sqlite:///metric_gate.db"

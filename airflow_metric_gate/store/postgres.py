@@ -14,7 +14,8 @@ from urllib.parse import quote
 
 import psycopg2
 
-from airflow_metric_gate.store.base import VALUE_COLUMNS, MetricStore
+from airflow_metric_gate.store.base import MetricStore
+from airflow_metric_gate.store.rows import VALUE_COLUMNS
 from airflow_metric_gate.store.urls import Timeouts, parse_postgres_url, scrub
 
 _COPY_SQL = f"COPY metric_values ({', '.join(VALUE_COLUMNS)}) FROM STDIN"
