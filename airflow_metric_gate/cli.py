@@ -13,7 +13,7 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from airflow_metric_gate import __version__
@@ -64,32 +64,29 @@ def _logical_date(text: str | None) -> datetime:
     return utc(value)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= MAX_STEP:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_STEP}, got {value}")
-    return value
+def _int_in(name: str, low: int, high: int | None, expected: str) -> Callable[[str], int]:
+    """Return an argparse type: an integer from ``low`` to ``high`` (no upper end when ``None``).
+
+    :param name: the type's name in argparse's "invalid <name> value" message.
+    :param low: the smallest value.
+    :param high: the largest value, if any.
+    :param expected: what the message says the value must be.
+    """
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {value}")
+        return value
+
+    parse.__name__ = name
+    return parse
 
 
-def _stored_step(text: str) -> int:
-    value = int(text)
-    if not -1 <= value <= MAX_STEP:
-        raise argparse.ArgumentTypeError(f"must be -1 (steps \"last\") or from 0 to {MAX_STEP}, got {value}")
-    return value
-
-
-def _history_limit(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= MAX_HISTORY_LIMIT:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_HISTORY_LIMIT}, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_positive = _int_in("_positive", 1, MAX_STEP, f"from 1 to {MAX_STEP}")
+_stored_step = _int_in("_stored_step", -1, MAX_STEP, f'-1 (steps "last") or from 0 to {MAX_STEP}')
+_history_limit = _int_in("_history_limit", 1, MAX_HISTORY_LIMIT, f"from 1 to {MAX_HISTORY_LIMIT}")
+_non_negative = _int_in("_non_negative", 0, None, ">= 0")
 
 
 def _table_rows_option(parser: argparse.ArgumentParser) -> None:

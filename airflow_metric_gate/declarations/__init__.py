@@ -28,16 +28,14 @@ from __future__ import annotations
 from airflow_metric_gate.declarations.ci_gates import CI_GATE_CALL, parse_ci_gates
 from airflow_metric_gate.declarations.files import load_gates_file
 from airflow_metric_gate.declarations.model import (
-    CONSTRAINT_KEYS,
-    DOWN_KEYS,
     GATE_DEFAULTS,
-    UP_KEYS,
     DeclarationError,
     GateDeclaration,
     canonical_key,
     merge_defaults,
 )
 from airflow_metric_gate.declarations.resolution import collapse_duplicates, declare, resolve_declarations
+from airflow_metric_gate.schemas.declarations import CONSTRAINT_KEYS, DOWN_KEYS, UP_KEYS
 
 __all__ = [
     "CI_GATE_CALL",

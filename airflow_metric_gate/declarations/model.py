@@ -11,25 +11,10 @@ from typing import Any
 from marshmallow import ValidationError
 
 from airflow_metric_gate.errors import LocatedError
-from airflow_metric_gate.schemas.declarations import (
-    CONSTRAINT_KEYS,
-    DOWN_KEYS,
-    UP_KEYS,
-    GateDeclarationSchema,
-    load_defaults_table,
-)
+from airflow_metric_gate.schemas.declarations import CONSTRAINT_KEYS, GateDeclarationSchema, load_defaults_table
 from airflow_metric_gate.schemas.messages import format_errors
 
-__all__ = [
-    "CONSTRAINT_KEYS",
-    "DOWN_KEYS",
-    "GATE_DEFAULTS",
-    "UP_KEYS",
-    "DeclarationError",
-    "GateDeclaration",
-    "canonical_key",
-    "merge_defaults",
-]
+__all__ = ["GATE_DEFAULTS", "DeclarationError", "GateDeclaration", "canonical_key", "merge_defaults"]
 
 
 def _entry(steps: str, **constraint: float) -> Mapping[str, Any]:

@@ -30,7 +30,7 @@ from airflow_metric_gate.store.rows import (
     WindowRun,
 )
 from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
-from airflow_metric_gate.store.sql import BASELINE_RUNS_SQL, HISTORY_WINDOW_SQL, RUN_COLUMNS, baseline_sql
+from airflow_metric_gate.store.sql import BASELINE_RUNS_SQL, HISTORY_WINDOW_SQL, RUN_COLUMNS, baseline_sql, equal_to
 
 
 class MetricStore:
@@ -289,12 +289,8 @@ class MetricStore:
                 "an Airflow run id is unique only inside one DAG (every DAG has its scheduled__<date> runs): "
                 "give the dag_id too"
             )
-        where = [f"{column} = %s"]
-        params: list[Any] = [key]
-        for name, value in (("dag_id", dag_id), ("series", series), ("backend", backend), ("suite", suite)):
-            if value is not None:
-                where.append(f"{name} = %s")
-                params.append(value)
+        where, params = equal_to(((column, key), ("dag_id", dag_id), ("series", series), ("backend", backend),
+                                  ("suite", suite)))
         return " AND ".join(where), params
 
     def mark_runs(
@@ -478,12 +474,9 @@ class MetricStore:
         :param limit: at most this many runs.
         """
         sql = f"SELECT {RUN_COLUMNS} FROM runs"
-        params: list[Any] = []
-        where = [(column, value) for column, value in (("series", series), ("backend", backend), ("suite", suite))
-                 if value is not None]
+        where, params = equal_to((("series", series), ("backend", backend), ("suite", suite)))
         if where:
-            sql += " WHERE " + " AND ".join(f"{column} = %s" for column, _ in where)
-            params.extend(value for _, value in where)
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY logical_date DESC, run_id DESC LIMIT %s"
         params.append(limit)
         with self._transaction() as cur:
@@ -568,13 +561,11 @@ class MetricStore:
             "SELECT r.run_id, r.logical_date, r.backend, r.suite, r.role, r.status, "
             "v.steps_key, v.constraint_key, v.step, v.at_step, v.value "
             "FROM metric_values v JOIN runs r ON r.run_id = v.run_id "
-            "WHERE v.metric_key = %s AND r.series = %s"
+            "WHERE "
         )
-        params: list[Any] = [metric_key, series]
-        for column, value in (("r.backend", backend), ("r.suite", suite), ("v.step", step)):
-            if value is not None:
-                sql += f" AND {column} = %s"
-                params.append(value)
+        where, params = equal_to((("v.metric_key", metric_key), ("r.series", series), ("r.backend", backend),
+                                  ("r.suite", suite), ("v.step", step)))
+        sql += " AND ".join(where)
         sql += " ORDER BY r.logical_date DESC, r.run_id DESC, v.ordinal LIMIT %s"
         params.append(limit)
         keys = (

@@ -5,7 +5,10 @@
 
 from __future__ import annotations
 
-__all__ = ["BASELINE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS", "baseline_sql"]
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["BASELINE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS", "baseline_sql", "equal_to"]
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
 #: before its logical date (``fence``), shared by the statements that read its earlier runs.
@@ -91,3 +94,12 @@ RUN_COLUMNS = (
     "run_id, series, backend, suite, role, status, logical_date, provenance, declarations, "
     "selection_errors, status_reason, rebaseline"
 )
+
+
+def equal_to(columns: Iterable[tuple[str, Any]]) -> tuple[list[str], list[Any]]:
+    """Return ``column = %s`` conditions, and their parameters, for the columns whose value is given.
+
+    :param columns: ``(column, value)`` pairs; a pair whose value is ``None`` sets no condition.
+    """
+    given = [(column, value) for column, value in columns if value is not None]
+    return [f"{column} = %s" for column, _ in given], [value for _, value in given]
