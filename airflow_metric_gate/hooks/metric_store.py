@@ -83,20 +83,21 @@ class MetricStoreHook(BaseHook):
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Return the form fields of the extras (:data:`CONN_FIELDS`)."""
-        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
-        from flask_babel import lazy_gettext
+        """Return the form fields of the extras (:data:`~airflow_metric_gate.hooks.CONN_FIELDS`).
+
+        Airflow before 3.2 builds the connection form from these ``wtforms`` fields; later versions
+        read the same table from the provider info and never call this.
+        """
         from wtforms import IntegerField, StringField
         from wtforms.validators import NumberRange, Optional
 
         widgets: dict[str, Any] = {}
         for name, field in CONN_FIELDS.items():
-            label = lazy_gettext(field["label"])
             if "integer" in field["schema"]["type"]:
-                widgets[name] = IntegerField(label, validators=[Optional(), NumberRange(min=0)],
-                                             widget=BS3TextFieldWidget(), description=field["description"])
+                widgets[name] = IntegerField(field["label"], validators=[Optional(), NumberRange(min=0)],
+                                             description=field["description"])
             else:
-                widgets[name] = StringField(label, widget=BS3TextFieldWidget(), description=field["description"])
+                widgets[name] = StringField(field["label"], description=field["description"])
         return widgets
 
     # -- the store -------------------------------------------------------------------------------

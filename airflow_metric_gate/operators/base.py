@@ -7,7 +7,8 @@ place that decides its fate:
 core error                                             Airflow
 =====================================================  ==========================================
 bad input: ``StoreInputError``, ``DeclarationError``,  ``AirflowFailException``: the task fails at
-``RecordError``, ``RecordChanged``                     once, never retried (fix the input, clear)
+``RecordError`` (any ``LocatedError``),                once, never retried (fix the input, clear)
+``RecordChanged``
 store or storage unavailable: ``StoreUnavailable``     ``AirflowException``: retried
 (``EarlierRunsPending`` too), ``StorageUnavailable``
 any other ``StoreError``                               ``AirflowException``: retried
@@ -28,6 +29,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.declarations import DeclarationError
+from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.hooks.metric_store import MetricStoreHook
 from airflow_metric_gate.operators._record_copy import RecordChanged
 from airflow_metric_gate.printable import printable
@@ -37,7 +39,7 @@ from airflow_metric_gate.store import MetricStore, StoreError, StoreInputError, 
 from airflow_metric_gate.store.urls import scrub
 
 #: Core errors that are bad input: retrying cannot help.
-BAD_INPUT: tuple[type[BaseException], ...] = (StoreInputError, DeclarationError, RecordError, RecordChanged)
+BAD_INPUT: tuple[type[BaseException], ...] = (StoreInputError, LocatedError, RecordChanged)
 #: Core errors of a store or storage that did not answer: a retry may succeed.
 UNAVAILABLE: tuple[type[BaseException], ...] = (StoreUnavailable, StorageUnavailable)
 

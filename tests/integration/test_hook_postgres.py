@@ -52,7 +52,8 @@ def test_statement_timeout_extra_is_applied(pg_url, monkeypatch):
 
 
 def test_wrong_database_fails_the_test_button_with_the_reason(pg_url, monkeypatch):
-    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", _metric_gate_connection(pg_url.rsplit("/", 1)[0] + "/no_such_db_x"))
+    other = pg_url.rsplit("/", 1)[0] + "/no_such_db_x"
+    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", _metric_gate_connection(other))
     ok, message = MetricStoreHook().test_connection()
     assert not ok
     assert "no_such_db_x" in message and "does not exist" in message

@@ -134,7 +134,8 @@ def test_the_ui_test_button_reaches_the_hook(monkeypatch, tmp_path):
     # What the API server does for the Test button: a Connection model of the form's values.
     from airflow.models.connection import Connection
 
-    conn = Connection(conn_id="gate_ui", conn_type="metric_gate", extra=json.dumps({"sqlite_path": str(tmp_path / "ui.db")}))
+    extra = json.dumps({"sqlite_path": str(tmp_path / "ui.db")})
+    conn = Connection(conn_id="gate_ui", conn_type="metric_gate", extra=extra)
     monkeypatch.setenv("AIRFLOW_CONN_GATE_UI", conn.as_json())
     ok, message = conn.test_connection()
     assert ok, message
