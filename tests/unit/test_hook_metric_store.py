@@ -159,3 +159,11 @@ def test_form_fields_and_behaviour_for_older_airflow(monkeypatch):
     assert set(widgets) == set(CONN_FIELDS)
     assert widgets["connect_timeout"][0] == "int" and widgets["statement_timeout"][0] == "str"
     assert widgets["sqlite_path"][1] == CONN_FIELDS["sqlite_path"]["label"]
+
+
+def test_the_ui_opens_the_store_through_the_hook(monkeypatch, tmp_path):
+    from airflow_metric_gate.plugins.metadata import open_ui_store
+
+    _set(monkeypatch, extra={"sqlite_path": str(tmp_path / "ui.db")})
+    store = open_ui_store()
+    assert isinstance(store, SQLiteStore) and store.path == str(tmp_path / "ui.db")
