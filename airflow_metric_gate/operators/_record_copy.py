@@ -279,23 +279,24 @@ def read_pinned(path: Any, location: str, *, format: str, keep_copy: bool = True
     return record, _digest(sorted(files, key=lambda f: f["name"]), path.is_dir()), False
 
 
-def read_checked(path: Any, location: str, checksum: str, *, format: str) -> Record:
+def read_checked(path: Any, location: str, checksum: str, *, format: str) -> tuple[Record, bool]:
     """Read a record again and check it is the one ``checksum`` pins: the local copy when intact here.
 
     :param path: the record path, used when there is no intact local copy.
     :param location: the record location.
     :param checksum: the checksum ingest passed on.
     :param format: the record format.
+    :return: the record, and whether it was read from the local copy.
     :raises RecordChanged: the record read now has another checksum.
     :raises RecordError: the record is malformed.
     """
     record = read_copy(location, checksum, format=format)
     if record is not None:
-        return record
+        return record, True
     record, found, _ = read_pinned(path, location, format=format, keep_copy=False)
     if found != checksum:
         raise RecordChanged(location, checksum, found)
-    return record
+    return record, False
 
 
 def read_copy(location: str, digest: Any, *, format: str) -> Record | None:

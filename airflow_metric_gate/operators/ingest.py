@@ -48,13 +48,14 @@ def pinned_record(location: str, storage_conn_id: str | None, format: str, *, ke
         return read_pinned(path, location, format=format, keep_copy=keep_copy)
 
 
-def checked_record(location: str, storage_conn_id: str | None, format: str, checksum: str) -> Record:
+def checked_record(location: str, storage_conn_id: str | None, format: str, checksum: str) -> tuple[Record, bool]:
     """Read a record again, checked against the checksum it was pinned by (a local copy first).
 
     :param location: the record location.
     :param storage_conn_id: the Airflow connection of the object storage, if any.
     :param format: the record format.
     :param checksum: the record's checksum when it was ingested.
+    :return: the record, and whether it was read from the local copy ingest kept.
     :raises RecordChanged: the record changed since.
     :raises RecordError: the location or the record is bad.
     :raises StorageUnavailable: the storage could not be reached.

@@ -165,7 +165,9 @@ class PersistValuesOperator(MetricGateBaseOperator):
         storage_conn_id = optional(self.storage_conn_id) or payload.get("storage_conn_id")
         self.log.info("Reading training record %s, checked against checksum %s", location, checksum)
         with self.core_errors(record=location):
-            record = checked_record(location, storage_conn_id, payload["format"], checksum)
+            record, from_copy = checked_record(location, storage_conn_id, payload["format"], checksum)
+        if from_copy:
+            self.log.info("Read the local copy ingest verified of %s (not downloaded again)", location)
         selections = select(record, declarations)
         for s in selections:
             if s.error is not None:
