@@ -18,6 +18,9 @@ from airflow_metric_gate.operators.ingest import pinned_record, record_location
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import RECORD_FORMATS
 
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
 #: The version of the reference :class:`SelectStepsOperator` returns (1 carried the values).
 REFERENCE_VERSION = 2
 #: The counts of the ingest summary a reference carries on.
@@ -84,8 +87,6 @@ def reference_declarations(reference: Mapping[str, Any]) -> list[GateDeclaration
         raise ValueError("the reference has no declarations list")
     return [GateDeclaration.from_dict(d) for d in declarations]
 
-if TYPE_CHECKING:
-    from airflow.sdk import Context
 
 
 class SelectStepsOperator(MetricGateBaseOperator):
