@@ -66,10 +66,12 @@ def get_provider_info() -> dict:
 
     Airflow validates it against its ``provider_info.schema.json`` when it discovers providers; an
     invalid dictionary breaks provider discovery for the whole installation, so a test checks it.
-    The store's connection is an ordinary ``postgres`` connection (the type belongs to the postgres
-    provider and is not registered again here); its default id is the ``[metric_gate] conn_id``
-    option declared below.
+    The store's connection type ``metric_gate`` (form fields and the UI's Test button) belongs to
+    :class:`~airflow_metric_gate.hooks.metric_store.MetricStoreHook`; ordinary ``postgres``
+    connections keep working.  Its default id is the ``[metric_gate] conn_id`` option declared below.
     """
+    from airflow_metric_gate.hooks import CONNECTION_TYPE  # Airflow-free: the form's description
+
     integration = "Metric Gate"
     return {
         "package-name": "airflow-metric-gate",
@@ -102,14 +104,20 @@ def get_provider_info() -> dict:
                 "python-modules": ["airflow_metric_gate.triggers.training_output"],
             }
         ],
-        "connection-types": [],
+        "hooks": [
+            {
+                "integration-name": integration,
+                "python-modules": ["airflow_metric_gate.hooks.metric_store"],
+            }
+        ],
+        "connection-types": [CONNECTION_TYPE],
         "config": {
             "metric_gate": {
                 "description": "Defaults of the metric gate operators.",
                 "options": {
                     "conn_id": {
-                        "description": "Id of the Airflow connection (type ``postgres``) of the metric "
-                        "store, used when an operator is given no ``conn_id``.",
+                        "description": "Id of the Airflow connection (type ``metric_gate`` or ``postgres``) "
+                        "of the metric store, used when an operator is given no ``conn_id``.",
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "metric_gate_db",

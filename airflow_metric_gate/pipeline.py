@@ -1,7 +1,8 @@
 """The gate as four stages: ingest, select, persist, evaluate.
 
-The command line runs them in one process; the Airflow operators run one each and pass compact
-data between them through XCom (:func:`selection_to_payload`).  Nothing here imports Airflow.
+The command line runs them in one process; the Airflow operators run one each and pass small
+references between them through XCom (the values stay in the record and the store).  Nothing
+here imports Airflow.
 """
 
 from __future__ import annotations
@@ -127,7 +128,10 @@ def select(record: Record, declarations: Iterable[GateDeclaration]) -> list[Sele
 
 
 def selection_to_payload(selections: Sequence[Selection]) -> dict:
-    """Encode selections compactly for XCom: one entry per declaration, values as parallel lists.
+    """Encode selections with their values: one entry per declaration, values as parallel lists.
+
+    ``PersistValuesOperator`` accepts this as its ``selection`` (values given inline, without a
+    record); no operator pushes it to XCom.
 
     :param selections: from :func:`select`.
     """

@@ -1,8 +1,8 @@
 """The metric store: where runs and their values live (SPEC section 7).
 
 ``open_store(url)`` gives the store for a URL: ``sqlite:///path`` (the embedded default) or
-``postgresql://...``.  Inside Airflow, :meth:`PostgresStore.from_conn_id` goes through
-``PostgresHook``.
+``postgresql://...``.  Inside Airflow, :class:`~airflow_metric_gate.hooks.metric_store.MetricStoreHook`
+opens it from an Airflow connection.
 """
 
 from __future__ import annotations

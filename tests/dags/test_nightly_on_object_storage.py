@@ -47,9 +47,10 @@ def test_a_night_on_object_storage_is_gated_end_to_end(airflow_env, s3_server, s
     assert result.xcom["wait_for_record"] == f"{root}/2026-11-01"
     ingest = result.xcom["ingest_record"]
     assert (ingest["location"], ingest["files"], ingest["metrics"]) == (f"{root}/2026-11-01", 2, 4)
-    assert len(ingest["copy"]) == 64  # the local copy select read, instead of downloading again
+    assert ingest["copy"] is True  # the local copy persist read, instead of downloading again
+    assert result.xcom["select_steps"]["checksum"] == ingest["checksum"]  # a reference, no values
     assert "not downloaded again" in result.output
-    assert list(copies.iterdir()) == []  # removed once selected
+    assert list(copies.iterdir()) == []  # removed once stored
     verdict = result.xcom["evaluate_gate"]
     assert verdict["trusted"] is True and verdict["role"] == "baseline"
     assert store.run(result.xcom["persist_values"]["run_id"])["rows"] == ROWS_PER_NIGHT

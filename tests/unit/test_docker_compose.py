@@ -154,7 +154,7 @@ def test_dockerignore_keeps_what_the_dockerfile_copies() -> None:
 
 
 def test_store_connection_matches_the_operators_default(services: dict) -> None:
-    from airflow_metric_gate.operators._shared import DEFAULT_CONN_ID
+    from airflow_metric_gate.hooks.metric_store import DEFAULT_CONN_ID
     from airflow_metric_gate.store import STORE_URL_ENV
 
     conn_id = _conn_id()
