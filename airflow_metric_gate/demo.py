@@ -214,7 +214,7 @@ def run_demo(workdir: str | None = None, nights: int = 5) -> int:
     _say(f"task logs of the regressed night (every task, in order): {last_log}")
     _say(f"  other nights: {logs}{os.sep}<YYYY-MM-DD>.log")
     if ok:
-        _say("the clean nights passed and the regressed night failed its evaluate_gate task, as expected")
+        _say("the clean nights passed and the regressed night failed its metric_gate.evaluate_gate task, as expected")
         return 0
     _say("unexpected outcome: " + ", ".join(f"{n} exit {c}" for n, _, c in outcomes))
     return 1
