@@ -8,14 +8,33 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ("nightly_metric_gate.py", "gates/nightly_metric_gate.yaml")
 
 
-@pytest.mark.parametrize("name", FILES)
-def test_the_repository_dags_folder_holds_the_packaged_files_unchanged(name: str) -> None:
+def test_the_repository_dags_folder_gives_the_packaged_dag_itself(tmp_path: Path) -> None:
+    """dags/nightly_metric_gate.py defines no DAG of its own: the DAG processor finds the packaged one there."""
+    probe = (
+        "import sys; from airflow.dag_processing.dagbag import DagBag;"
+        "from airflow_metric_gate.example_dags import nightly_metric_gate as packaged;"
+        "bag = DagBag(sys.argv[1]); assert not bag.import_errors, bag.import_errors;"
+        "print(sorted(bag.dags)); dag = bag.dags['nightly_metric_gate'];"
+        "print(dag is packaged.dag); print(dag.fileloc)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
+    env["AIRFLOW_HOME"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", probe, str(ROOT / "dags")], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dag_ids, same, fileloc = proc.stdout.splitlines()[-3:]
+    assert (dag_ids, same) == ("['nightly_metric_gate']", "True")
+    assert fileloc == str(ROOT / "dags" / "nightly_metric_gate.py")  # where relative gates_file paths start
+    assert "DAG(" not in (ROOT / "dags" / "nightly_metric_gate.py").read_text()
+
+
+def test_the_repository_dags_folder_holds_the_packaged_gates_file_unchanged() -> None:
+    """The DAG, seen from dags/, reads its gates file relative to dags/: the same file as the package's."""
+    name = "gates/nightly_metric_gate.yaml"
     packaged = ROOT / "airflow_metric_gate" / "example_dags" / name
     assert (ROOT / "dags" / name).read_bytes() == packaged.read_bytes(), (
         f"dags/{name} and airflow_metric_gate/example_dags/{name} differ: change both together"
