@@ -43,7 +43,7 @@ def find_dags_folder() -> Path:
     """Return the folder of the example DAG shipped inside the installed package.
 
     It holds ``nightly_metric_gate.py`` and ``gates/nightly_metric_gate.yaml`` (the repository's
-    ``dags/`` holds identical copies), so the demo needs no source checkout.
+    ``dags/nightly_metric_gate.py`` runs that DAG file), so the demo needs no source checkout.
     """
     folder = Path(__file__).resolve().parent / "example_dags"
     if not (folder / f"{DAG_ID}.py").is_file():

@@ -40,8 +40,9 @@ def test_each_series_is_its_own_map_index_store_run_and_history(airflow_env, pg_
         verdicts = [result.xcom[f"metric_gate.evaluate_gate[{i}]"] for i in range(2)]
         assert [p["series"] for p in persisted] == list(REWARD)
         assert persisted[0]["run_id"] != persisted[1]["run_id"]
-        assert [(v["series"], v["suite"], v["run_id"]) for v in verdicts] == [
-            (p["series"], SUITE[p["series"]], p["run_id"]) for p in persisted
+        # The dicts name series, suite and path: backend is the task group's default.
+        assert [(v["series"], v["backend"], v["suite"], v["run_id"]) for v in verdicts] == [
+            (p["series"], "cuda", SUITE[p["series"]], p["run_id"]) for p in persisted
         ]
         assert all(v["trusted"] for v in verdicts), verdicts
 

@@ -58,6 +58,7 @@ def test_one_call_builds_the_five_tasks_in_a_line_with_their_arguments():
     assert (persist.series, persist.backend, persist.suite, persist.role, persist.night, persist.conn_id) == (
         "rl", "cuda", "s1", "auto", None, "db")
     assert (evaluate.enforce, evaluate.conn_id) == (True, "db")
+    assert group["evaluate_gate"] is evaluate  # its .output is the verdict, for a downstream task
 
 
 def test_two_groups_in_one_dag_get_their_own_ids():
