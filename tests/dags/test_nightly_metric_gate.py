@@ -277,11 +277,10 @@ def test_airflow_dags_test_five_nights_then_clear_and_rerun_persist(airflow_env,
     store_run = verdict["run_id"]
     stored = pg_store.run(store_run)
 
-    # Clear persist_values of the fifth night's run (-t is a regular expression searched in the
-    # task ids in Airflow 3.3; -s/-e select runs by logical date), then run that task instance again
-    # in the same DAG run.
+    # Clear persist_values of the fifth night's run (-t is a substring match in Airflow 3.3;
+    # -s/-e select runs by logical date), then run that task instance again in the same DAG run.
     clear = airflow_env.airflow(
-        "tasks", "clear", DAG_ID, "-t", r"^metric_gate\.persist_values$", "-s", days[4], "-e", days[4], "-y",
+        "tasks", "clear", DAG_ID, "-t", "metric_gate.persist_values", "-s", days[4], "-e", days[4], "-y",
         env=pg_store.env,
     )
     assert clear.returncode == 0, clear.stdout[-4000:]
