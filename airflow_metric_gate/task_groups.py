@@ -88,7 +88,16 @@ def _argument(name: str, value: Any) -> Any:
     return default
 
 
-@task_group(group_id=GROUP_ID)
+# Shown in the Airflow UI (otherwise the function's docstring, written for Python readers).
+TOOLTIP = "Metric gate: wait for the night's record, ingest, select, persist, evaluate"
+DOC_MD = (
+    "Gate of one series identity: `wait_for_record` waits for the night's record, `ingest_record` "
+    "reads it, `select_steps` picks the steps of each declaration, `persist_values` stores them and "
+    "`evaluate_gate` judges them against the series' history (its XCom `return_value` is the verdict)."
+)
+
+
+@task_group(group_id=GROUP_ID, tooltip=TOOLTIP, doc_md=DOC_MD)
 def metric_gate(
     *,
     series: str,

@@ -47,6 +47,7 @@ def test_one_call_builds_the_five_tasks_in_a_line_with_their_arguments():
     with _dag() as dag:
         group = metric_gate(series="rl", path="/records/{{ ds }}", gates_file="gates.yaml", suite="s1", conn_id="db")
     assert group.group_id == "metric_gate"
+    assert group.tooltip.startswith("Metric gate:") and "`evaluate_gate`" in group.doc_md  # not the docstring
     order = [f"metric_gate.{name}" for name in STEPS]
     assert dag.task_ids == order
     for upstream, downstream in zip(order, order[1:]):
