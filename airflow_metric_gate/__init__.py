@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "load_declarations": "airflow_metric_gate.api",
     "run_gate": "airflow_metric_gate.api",
+    "metric_gate": "airflow_metric_gate.task_groups",
     "Verdict": "airflow_metric_gate.api",
     "GateDeclaration": "airflow_metric_gate.declarations",
     "DeclarationError": "airflow_metric_gate.declarations",
@@ -34,6 +35,7 @@ __all__ = [
     "__version__",
     "get_provider_info",
     "load_declarations",
+    "metric_gate",
     "open_store",
     "run_gate",
 ]
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from airflow_metric_gate.pipeline import EarlierRunsPending
     from airflow_metric_gate.records import RecordError
     from airflow_metric_gate.store import StoreError, StoreInputError, StoreUnavailable, open_store
+    from airflow_metric_gate.task_groups import metric_gate
 
 
 def __getattr__(name: str) -> Any:

@@ -201,8 +201,12 @@ def test_dags_folder_is_mounted(services: dict) -> None:
         assert dags == ROOT / "dags"
         dag_file = dags / "nightly_metric_gate.py"
         assert dag_file.is_file()
-        # The gates file the DAG reads by default travels with the mount.
-        for gates in re.findall(r'"(gates/[\w./-]+\.(?:ya?ml|json|py))"', dag_file.read_text()):
+        # The gates file the DAG reads by default (relative to dags/, which imports the packaged DAG)
+        # travels with the mount.
+        packaged = ROOT / "airflow_metric_gate" / "example_dags" / dag_file.name
+        found = re.findall(r'"(gates/[\w./-]+\.(?:ya?ml|json|py))"', packaged.read_text())
+        assert found, f"no default gates file found in {packaged.name}"
+        for gates in found:
             assert (dags / gates).is_file(), f"the DAG's gates file {gates} is not in dags/"
 
 
