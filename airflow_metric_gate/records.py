@@ -56,7 +56,7 @@ class RecordError(LocatedError):
 
 
 class Columns:
-    """A metric's points as two parallel lists: every step an int from 0 to 2**63 - 1, every value a float.
+    """A metric's points as two parallel lists: every step an int from 0 to 2**63 - 1, every value a finite float.
 
     Most metrics of a record look like this; keeping them as columns builds no object per point
     that outlives reading (so the garbage collector never walks them), and step selection takes its
@@ -64,17 +64,22 @@ class Columns:
 
     :param steps: the steps, in point order.
     :param values: the values, parallel to ``steps``.
+    :param distinct: ``True`` when the steps are known to be distinct; ``False`` says nothing.
     """
 
-    __slots__ = ("steps", "values")
+    __slots__ = ("steps", "values", "distinct")
 
-    def __init__(self, steps: list[int], values: list[float]) -> None:
+    def __init__(self, steps: list[int], values: list[float], distinct: bool = False) -> None:
         self.steps = steps
         self.values = values
+        self.distinct = distinct
 
     @classmethod
     def from_points(cls, points: list[tuple[int, float]]) -> Columns:
-        """Build columns from ``(step, value)`` points that are plain."""
+        """Build columns from ``(step, value)`` points whose steps are ints and values finite floats."""
+        by_step = dict(points)  # one pass over the points, and the steps' distinctness with it
+        if len(by_step) == len(points):
+            return cls(list(by_step), list(by_step.values()), True)
         return cls(list(map(_first, points)), list(map(_second, points)))
 
     def points(self) -> list[Point]:
@@ -366,6 +371,7 @@ def _concatenate(first: list[Point] | Columns, then: list[Point] | Columns) -> l
     if type(first) is Columns and type(then) is Columns:
         first.steps.extend(then.steps)
         first.values.extend(then.values)
+        first.distinct = False
         return first
     points = _as_points(first)
     points.extend(_as_points(then))
@@ -461,7 +467,7 @@ def _sort_by_step(series: list[Point] | Columns) -> None:
         if not all(map(le, steps, steps[1:])):
             order = sorted(range(len(steps)), key=steps.__getitem__)
             series.steps = list(map(steps.__getitem__, order))
-            series.values = list(map(series.values.__getitem__, order))
+            series.values = list(map(series.values.__getitem__, order))  # distinctness unchanged
         return
     try:
         series.sort(key=itemgetter(0))  # type: ignore[union-attr]

@@ -183,7 +183,7 @@ def _select_columns(declaration: GateDeclaration, columns: Columns) -> Selection
         return None
     wanted = declaration.steps
     if wanted == "all":
-        if len(set(steps)) != len(steps):
+        if not columns.distinct and len(set(steps)) != len(steps):
             return None
         return Selection(declaration, steps=steps, values=values, at_steps=steps)
     if wanted == "last":
