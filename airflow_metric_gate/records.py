@@ -378,6 +378,15 @@ def _concatenate(first: list[Point] | Columns, then: list[Point] | Columns) -> l
     return points
 
 
+def _plain_columns(raw: bytes) -> tuple[str, list[Point] | Columns] | None:
+    """Decode a plain line (:func:`decode_plain_series_line`) into its metric and :class:`Columns`."""
+    plain = decode_plain_series_line(raw)
+    if plain is None:
+        return None
+    metric, points = plain
+    return metric, Columns.from_points(points)
+
+
 def _read_series(
     fh: Any,
     name: str,
@@ -387,10 +396,10 @@ def _read_series(
 ) -> None:
     by_metric: dict[str, list[list[Point] | Columns]] = {}
     for lineno, raw in enumerate(fh, 1):
-        plain = decode_plain_series_line(raw)
+        with gc_paused():  # the line's points are tuples until they become columns
+            plain = _plain_columns(raw)
         if plain is not None:
-            metric, points = plain
-            part: list[Point] | Columns = Columns.from_points(points)
+            metric, part = plain
         else:
             pause_gc()  # this line's points are tuples
             loaded = _load_line(raw, name, lineno, load_series_line)

@@ -74,7 +74,8 @@ def test_numbers_beyond_the_float_range_keep_their_json_loads_value_and_select_a
 
 
 def test_an_integer_of_more_digits_than_python_converts_is_invalid_json_naming_the_line(tmp_path):
-    err = _error(tmp_path, '{"metric": "m", "series": [[0, 1.0]]}', '{"metric": "m", "series": [[1, 1' + "0" * 5000 + "]]}")
+    huge = "1" + "0" * 5000
+    err = _error(tmp_path, '{"metric": "m", "series": [[0, 1.0]]}', f'{{"metric": "m", "series": [[1, {huge}]]}}')
     assert err.line == 2 and "not valid JSON" in err.message and "4300" in err.message
 
 
