@@ -32,6 +32,7 @@ from marshmallow import ValidationError
 from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.schemas.records import (
     decode_plain_series_line,
+    decode_series_line,
     format_errors,
     load_rows_line,
     load_series_line,
@@ -402,12 +403,16 @@ def _read_series(
             metric, part = plain
         else:
             pause_gc()  # this line's points are tuples
-            loaded = _load_line(raw, name, lineno, load_series_line)
-            if loaded is _BLANK:
-                continue
-            metric, part, invalid = loaded
-            if invalid:
-                invalid_steps.setdefault(metric, []).extend((step, value, name, lineno) for step, value in invalid)
+            loaded = decode_series_line(raw, may_hold_markers(raw))
+            if loaded is not None:
+                metric, part = loaded
+            else:
+                loaded = _load_line(raw, name, lineno, load_series_line)
+                if loaded is _BLANK:
+                    continue
+                metric, part, invalid = loaded
+                if invalid:
+                    invalid_steps.setdefault(metric, []).extend((step, value, name, lineno) for step, value in invalid)
         parts = by_metric.get(metric)
         if parts is None:
             by_metric[metric] = [part]

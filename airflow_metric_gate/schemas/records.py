@@ -20,7 +20,8 @@ definition of a valid line and the only source of error messages.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from operator import itemgetter
+from itertools import compress, count, repeat
+from operator import is_, is_not, itemgetter
 from typing import Annotated, Any
 
 import msgspec
@@ -38,6 +39,7 @@ _PAIR_ONLY = {2}
 _first = itemgetter(0)
 _NO_INVALID: list[tuple[object, object]] = []  # shared, never appended to
 _second = itemgetter(1)
+_first_two = itemgetter(0, 1)
 
 
 def _kind(value: object) -> str:
@@ -105,8 +107,8 @@ def may_hold_markers(raw: bytes) -> bool:
 def _fast_points(series: list, decode: bool = True) -> list[tuple[int | None, object]] | None:
     """Convert a series whose points are all valid, or return ``None`` so the schema decides.
 
-    Built from C-level passes only (no Python-level loop per point unless ``decode`` is set and a
-    value is a string).  Anything it cannot turn into a valid point makes it give up.
+    Built from C-level passes only (Python code runs only for the points whose value is a string,
+    when ``decode`` is set).  Anything it cannot turn into a valid point makes it give up.
     """
     if not series:
         return []
@@ -120,18 +122,29 @@ def _fast_points(series: list, decode: bool = True) -> list[tuple[int | None, ob
     if lengths != _PAIR_ONLY:
         if min(lengths) < 2:
             return None
-        points = [p[:2] for p in points]
+        points = list(map(_first_two, points))
     steps = list(map(_first, points))
     step_types = set(map(type, steps))
     if step_types != _INT_ONLY:
         if not step_types <= _STEP_TYPES:
             return None
-        steps = [s for s in steps if s is not None]
+        steps = list(compress(steps, map(is_not, steps, repeat(None))))
     if steps and (min(steps) < 0 or max(steps) > MAX_STEP):
         return None
-    if decode and str in set(map(type, map(_second, points))):
-        points = [(s, VALUE_MARKERS.get(v, v)) if type(v) is str else (s, v) for s, v in points]
+    if decode:
+        _decode_markers(points)
     return points
+
+
+def _decode_markers(points: list[tuple[int | None, object]]) -> None:
+    """Decode the marker values of ``points`` in place (:func:`decode_value`).
+
+    The strings are few: they are found by C-level passes, and only their points are rebuilt.
+    """
+    if str in set(map(type, map(_second, points))):
+        for i in compress(count(), map(is_, map(type, map(_second, points)), repeat(str))):
+            step, value = points[i]
+            points[i] = (step, VALUE_MARKERS.get(value, value))
 
 
 def parse_points(
@@ -287,6 +300,16 @@ class _PlainSeriesLine(msgspec.Struct):
 _PLAIN_SERIES_DECODER = msgspec.json.Decoder(_PlainSeriesLine)
 
 
+class _SeriesLine(msgspec.Struct):
+    """A ``series`` line whose points are pairs of a valid step (or ``null``) and a scalar value."""
+
+    metric: Annotated[str, msgspec.Meta(min_length=1)]
+    series: list[tuple[Annotated[int, msgspec.Meta(ge=0, le=MAX_STEP)] | None, float | str | bool | None]]
+
+
+_SERIES_DECODER = msgspec.json.Decoder(_SeriesLine)
+
+
 def decode_plain_series_line(raw: bytes) -> tuple[str, list[tuple[int, float]]] | None:
     """Decode a raw ``series`` line whose points are all plain, or return ``None``.
 
@@ -303,6 +326,27 @@ def decode_plain_series_line(raw: bytes) -> tuple[str, list[tuple[int, float]]] 
     except (msgspec.DecodeError, RecursionError):
         return None
     return line.metric, line.series
+
+
+def decode_series_line(raw: bytes, decode: bool = True) -> tuple[str, list[tuple[int | None, object]]] | None:
+    """Decode a raw ``series`` line of pairs with a valid or ``null`` step and a scalar value, or return ``None``.
+
+    For the lines that are not plain (:func:`decode_plain_series_line`) but hold no invalid step,
+    no point of other than two items and no array or object as a value: a ``null`` step, a marker,
+    a boolean or a ``null`` value.  The points come back as :func:`load_series_line` gives them,
+    numbers as floats.  ``None`` means the line goes through :func:`load_series_line`.
+
+    :param raw: the line as read from the file.
+    :param decode: whether values may need marker decoding (see :func:`may_hold_markers`).
+    """
+    try:
+        line = _SERIES_DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    points = line.series
+    if decode:
+        _decode_markers(points)  # type: ignore[arg-type]
+    return line.metric, points  # type: ignore[return-value]
 
 
 def load_series_line(

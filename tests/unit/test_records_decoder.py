@@ -20,7 +20,12 @@ from hypothesis import strategies as st
 from airflow_metric_gate.declarations import declare
 from airflow_metric_gate.limits import MAX_STEP
 from airflow_metric_gate.records import Columns, Record, RecordError, gc_paused, read_record
-from airflow_metric_gate.schemas.records import decode_plain_series_line, load_series_line
+from airflow_metric_gate.schemas.records import (
+    decode_plain_series_line,
+    decode_series_line,
+    load_series_line,
+    may_hold_markers,
+)
 from airflow_metric_gate.selection import select_declaration
 
 C = {"rel_up": 0.5, "rel_down": 0.5}
@@ -192,7 +197,19 @@ _number_texts = st.one_of(
     st.floats(allow_nan=False, allow_infinity=False).map(repr),
     st.from_regex(r"-?(0|[1-9][0-9]{0,25})(\.[0-9]{1,25})?([eE][-+]?[0-9]{1,3})?", fullmatch=True),
 )
+_point_items = st.one_of(_json_values, st.sampled_from(["NaN", "Infinity", "-Infinity", "\\u004eaN", None, True, 0, 7]))
+_series_lines = st.lists(st.lists(_point_items, min_size=1, max_size=3), max_size=5).map(
+    lambda series: json.dumps({"metric": "m", "series": series}).replace("\\\\u004eaN", "\\u004eaN").encode())
+_pair_steps = st.one_of(st.integers(0, 7), st.sampled_from([None, MAX_STEP, MAX_STEP + 1, -1, 1.0]))
+_pair_values = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False), st.integers(-(2**70), 2**70), st.booleans(), st.none(),
+    st.sampled_from(["NaN", "Infinity", "-Infinity", "x", "nan", "\\u0049nfinity"]),
+)
+_pair_lines = st.lists(st.tuples(_pair_steps, _pair_values).map(list), max_size=6).map(
+    lambda series: json.dumps({"metric": "m", "series": series}).replace("\\\\u0049", "\\u0049").encode())
 _raw_lines = st.one_of(
+    _pair_lines,
+    _series_lines,
     _json_values.map(lambda v: json.dumps(v).encode()),
     _json_values.map(lambda v: json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass")),
     _number_texts.map(lambda n: f'{{"metric": "m", "series": [[0, {n}], [{n}, 1]], "x": {n}}}'.encode()),
@@ -223,6 +240,22 @@ def test_a_plain_line_is_what_the_general_path_reads(raw):
     assert [s for s, _ in points] == [s for s, _ in general_points]
     assert _same([v for _, v in points], [float(v) for _, v in general_points])
     assert all(math.isfinite(v) and type(v) is float for _, v in points)
+
+
+@PROPERTY
+@given(raw=_raw_lines)
+def test_a_line_of_scalar_pairs_is_what_the_general_path_reads(raw):
+    typed = decode_series_line(raw, may_hold_markers(raw))
+    if typed is None:
+        return
+    metric, points = typed
+    general_metric, general_points, invalid = load_series_line(json.loads(raw), may_hold_markers(raw))
+    assert metric == general_metric and invalid == []
+
+    def as_read(value):  # the typed decoder reads every number as a float
+        return float(value) if type(value) is int else value
+
+    assert _same(points, [(s, as_read(v)) for s, v in general_points])
 
 
 _steps = st.one_of(st.integers(min_value=0, max_value=6), st.sampled_from([MAX_STEP, None, -1, 2.0]))
