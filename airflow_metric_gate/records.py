@@ -17,9 +17,9 @@ from __future__ import annotations
 import errno
 import gc
 import json
+import math
 import os
 import stat
-from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from operator import itemgetter, le
@@ -424,6 +424,18 @@ def _read_series(
         metrics[metric] = series if existing is None else _concatenate(existing, series)
 
 
+def _rows_series(steps: list[int | None], values: list[object]) -> list[Point] | Columns:
+    """One metric's points of a ``rows`` file: :class:`Columns` when they are plain, else tuples."""
+    if None not in steps and set(map(type, values)) == _FLOAT_ONLY:
+        total = sum(values)  # type: ignore[arg-type]
+        if total - total == 0 or all(map(math.isfinite, values)):  # type: ignore[arg-type]
+            return Columns(steps, values)  # type: ignore[arg-type]
+    return list(zip(steps, values))
+
+
+_FLOAT_ONLY = {float}
+
+
 def _read_rows(
     fh: Any,
     name: str,
@@ -431,17 +443,26 @@ def _read_rows(
     invalid_steps: dict[str, list[InvalidStep]],
     pause_gc: Callable[[], None],
 ) -> None:
-    pause_gc()  # every point is a tuple
-    by_metric: defaultdict[str, list[Point]] = defaultdict(list)
-    by_metric.update(metrics)  # type: ignore[arg-type]  # the rows format never reads columns
+    # Two lists per metric, no tuple per point: the collector is never paused for rows.
+    steps_of: dict[str, list[int | None]] = {}
+    values_of: dict[str, list[object]] = {}
     for lineno, raw in enumerate(fh, 1):
         loaded = _load_line(raw, name, lineno, load_rows_line)
         if loaded is _BLANK:
             continue
         step, values = loaded
         for metric, value in values:
-            by_metric[metric].append((step, value))
-    metrics.update(by_metric)
+            steps = steps_of.get(metric)
+            if steps is None:
+                steps_of[metric] = [step]
+                values_of[metric] = [value]
+            else:
+                steps.append(step)
+                values_of[metric].append(value)
+    for metric, steps in steps_of.items():
+        series = _rows_series(steps, values_of[metric])
+        existing = metrics.get(metric)
+        metrics[metric] = series if existing is None else _concatenate(existing, series)
 
 
 @contextmanager

@@ -277,6 +277,34 @@ def test_selection_from_columns_is_selection_from_points(tmp_path_factory, lines
     assert select_declaration(record, declaration) == select_declaration(as_points, declaration)
 
 
+_row_steps = st.one_of(st.integers(0, 6), st.none())
+_rows = st.lists(st.fixed_dictionaries({"step": _row_steps}, optional={"m": _values, "n": _values}), max_size=6)
+
+
+@PROPERTY
+@given(files=st.lists(_rows, min_size=1, max_size=2), wanted=_wanted)
+def test_rows_selection_from_columns_is_selection_from_points(tmp_path_factory, files, wanted):
+    folder = tmp_path_factory.mktemp("r")
+    for i, rows in enumerate(files):
+        (folder / f"rank{i}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    try:
+        record = read_record(folder, format="rows")
+    except RecordError:
+        return  # a step that is not an int >= 0 or null: the rows format refuses it
+    declaration = declare("m", steps=list(wanted) if isinstance(wanted, tuple) else wanted, constraint=C)
+    as_points = Record({m: record[m] for m in record})
+    assert select_declaration(record, declaration) == select_declaration(as_points, declaration)
+
+
+def test_plain_rows_metrics_are_columns_and_the_others_points(tmp_path):
+    record = _read(tmp_path, '{"step": 0, "m": 1.5, "n": 1, "o": 0.5}', '{"step": 1, "m": 2.5, "n": 2.0, "o": "NaN"}',
+                   '{"step": null, "p": 1.0}', format="rows")
+    assert record.columns("m").steps == [0, 1] and record["m"] == [(0, 1.5), (1, 2.5)]
+    assert record.columns("n") is None and record["n"] == [(0, 1), (1, 2.0)]
+    assert record.columns("o") is None and math.isnan(record["o"][1][1])
+    assert record.columns("p") is None and record["p"] == [(None, 1.0)]
+
+
 def test_columns_from_points_tells_distinct_steps():
     assert Columns.from_points([(0, 1.0), (1, 2.0)]).distinct
     repeated = Columns.from_points([(1, 1.0), (1, 2.0)])
