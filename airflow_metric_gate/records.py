@@ -469,11 +469,12 @@ def _read_rows(
 def gc_paused(*, lazily: bool = False) -> Iterator[Callable[[], None]]:
     """Pause the cyclic garbage collector while reading.
 
-    Reading the general way builds one small container per point, none of them cyclic; with the
-    collector on, its passes over the growing heap cost about as much as parsing itself.  Metrics
-    read as :class:`Columns` build two lists each, and there the pause costs more than it saves:
-    one pass over every list when the collector comes back on.  The block receives a function
-    that pauses the collector (again a no-op once paused).
+    Reading builds one small container per point, none of them cyclic; with the collector on,
+    its passes over the growing heap cost about as much as parsing itself.  A plain line's points
+    become :class:`Columns` (two lists, no object per point) as soon as they are decoded, so a
+    ``series`` record pauses the collector per plain line, and for the rest of the read only from
+    its first line that keeps tuples: a pause over the whole read would end with one pass over
+    every column.  The block receives a function that pauses the collector (a no-op once paused).
 
     :param lazily: pause only from the first call of that function, not from the start.
     """

@@ -11,8 +11,9 @@
 Records can hold millions of points, so the hot path never runs marshmallow per point.
 :func:`decode_plain_series_line` decodes and checks a ``series`` line in one pass of msgspec's
 typed JSON decoder, for the common line whose every step is an int and every value a number;
-:func:`load_series_line` and :func:`load_rows_line` first try a tight check built from C-level
-operations.  Each of them accepts only lines the schemas accept; a line they do not accept goes
+:func:`decode_series_line` does the same for lines that also hold ``null`` steps, markers or other
+scalar values; :func:`load_series_line` and :func:`load_rows_line` first try a tight check built
+from C-level operations.  Each of them accepts only lines the schemas accept; a line they do not accept goes
 through the schema, which either accepts it or names what is wrong.  The schemas stay the one
 definition of a valid line and the only source of error messages.
 """
