@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "load_declarations": "airflow_metric_gate.api",
     "run_gate": "airflow_metric_gate.api",
+    "metric_gate": "airflow_metric_gate.task_groups",
     "Verdict": "airflow_metric_gate.api",
     "GateDeclaration": "airflow_metric_gate.declarations",
     "DeclarationError": "airflow_metric_gate.declarations",
@@ -34,6 +35,7 @@ __all__ = [
     "__version__",
     "get_provider_info",
     "load_declarations",
+    "metric_gate",
     "open_store",
     "run_gate",
 ]
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     from airflow_metric_gate.pipeline import EarlierRunsPending
     from airflow_metric_gate.records import RecordError
     from airflow_metric_gate.store import StoreError, StoreInputError, StoreUnavailable, open_store
+    from airflow_metric_gate.task_groups import metric_gate
 
 
 def __getattr__(name: str) -> Any:
@@ -66,10 +69,12 @@ def get_provider_info() -> dict:
 
     Airflow validates it against its ``provider_info.schema.json`` when it discovers providers; an
     invalid dictionary breaks provider discovery for the whole installation, so a test checks it.
-    The store's connection is an ordinary ``postgres`` connection (the type belongs to the postgres
-    provider and is not registered again here); its default id is the ``[metric_gate] conn_id``
-    option declared below.
+    The store's connection type ``metric_gate`` (form fields and the UI's Test button) belongs to
+    :class:`~airflow_metric_gate.hooks.metric_store.MetricStoreHook`; ordinary ``postgres``
+    connections keep working.  Its default id is the ``[metric_gate] conn_id`` option declared below.
     """
+    from airflow_metric_gate.hooks import CONNECTION_TYPE  # Airflow-free: the form's description
+
     integration = "Metric Gate"
     return {
         "package-name": "airflow-metric-gate",
@@ -102,14 +107,20 @@ def get_provider_info() -> dict:
                 "python-modules": ["airflow_metric_gate.triggers.training_output"],
             }
         ],
-        "connection-types": [],
+        "hooks": [
+            {
+                "integration-name": integration,
+                "python-modules": ["airflow_metric_gate.hooks.metric_store"],
+            }
+        ],
+        "connection-types": [CONNECTION_TYPE],
         "config": {
             "metric_gate": {
                 "description": "Defaults of the metric gate operators.",
                 "options": {
                     "conn_id": {
-                        "description": "Id of the Airflow connection (type ``postgres``) of the metric "
-                        "store, used when an operator is given no ``conn_id``.",
+                        "description": "Id of the Airflow connection (type ``metric_gate`` or ``postgres``) "
+                        "of the metric store, used when an operator is given no ``conn_id``.",
                         "version_added": "0.1.0",
                         "type": "string",
                         "example": "metric_gate_db",

@@ -13,12 +13,13 @@ from dataclasses import dataclass, fields
 from datetime import date, datetime, time, timezone
 from typing import Any
 
+from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.declarations import GateDeclaration, load_gates_file, resolve_declarations
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id
 from airflow_metric_gate.pipeline import run_gate as _run_gate
+from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report
 from airflow_metric_gate.store import MetricStore, StoreInputError, open_store
-from airflow_metric_gate.store.base import utc
-from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, DEFAULT_TABLE_ROWS, render_report
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
 
 __all__ = ["Verdict", "load_declarations", "run_gate"]
 
@@ -98,9 +99,9 @@ def _logical_date(value: datetime | date | str | None) -> datetime:
         return datetime.now(timezone.utc)
     if isinstance(value, str):
         try:
-            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            value = parse_datetime(value, "logical_date")
         except ValueError as exc:
-            raise StoreInputError(f"logical_date: not an ISO 8601 date or datetime: {value!r}") from exc
+            raise StoreInputError(str(exc)) from None
     if isinstance(value, date) and not isinstance(value, datetime):
         value = datetime.combine(value, time(), tzinfo=timezone.utc)
     if not isinstance(value, datetime):

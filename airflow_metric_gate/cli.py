@@ -13,10 +13,11 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from airflow_metric_gate import __version__
+from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file
 from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES
 from airflow_metric_gate.errors import LocatedError
@@ -31,16 +32,10 @@ from airflow_metric_gate.limits import (
 from airflow_metric_gate.pipeline import EarlierRunsPending, RunInfo, SeriesIdentity, ingest, new_run_id, run_gate
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import Record, RecordError
+from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, format_columns, render_report, show_command
 from airflow_metric_gate.storage import StorageUnavailable, is_uri, record_path, storage_errors
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
-from airflow_metric_gate.store.base import utc
-from airflow_metric_gate.verdict import (
-    DEFAULT_MAX_RESULTS,
-    DEFAULT_TABLE_ROWS,
-    format_columns,
-    render_report,
-    show_command,
-)
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
 
 EXIT_OK = 0
 EXIT_BLOCKED = 1
@@ -60,41 +55,38 @@ def _logical_date(text: str | None) -> datetime:
     if text is None:
         return datetime.now(timezone.utc)
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        value = parse_datetime(text, "--logical-date")
     except ValueError as exc:
-        raise UsageError(f"--logical-date: not an ISO 8601 date or datetime: {text!r}") from exc
+        raise UsageError(str(exc)) from None
     problem = logical_date_problem(value)
     if problem:
         raise UsageError(f"--logical-date: {problem}")
     return utc(value)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= MAX_STEP:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_STEP}, got {value}")
-    return value
+def _int_in(name: str, low: int, high: int | None, expected: str) -> Callable[[str], int]:
+    """Return an argparse type: an integer from ``low`` to ``high`` (no upper end when ``None``).
+
+    :param name: the type's name in argparse's "invalid <name> value" message.
+    :param low: the smallest value.
+    :param high: the largest value, if any.
+    :param expected: what the message says the value must be.
+    """
+
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {expected}, got {value}")
+        return value
+
+    parse.__name__ = name
+    return parse
 
 
-def _stored_step(text: str) -> int:
-    value = int(text)
-    if not -1 <= value <= MAX_STEP:
-        raise argparse.ArgumentTypeError(f"must be -1 (steps \"last\") or from 0 to {MAX_STEP}, got {value}")
-    return value
-
-
-def _history_limit(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= MAX_HISTORY_LIMIT:
-        raise argparse.ArgumentTypeError(f"must be from 1 to {MAX_HISTORY_LIMIT}, got {value}")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+_positive = _int_in("_positive", 1, MAX_STEP, f"from 1 to {MAX_STEP}")
+_stored_step = _int_in("_stored_step", -1, MAX_STEP, f'-1 (steps "last") or from 0 to {MAX_STEP}')
+_history_limit = _int_in("_history_limit", 1, MAX_HISTORY_LIMIT, f"from 1 to {MAX_HISTORY_LIMIT}")
+_non_negative = _int_in("_non_negative", 0, None, ">= 0")
 
 
 def _table_rows_option(parser: argparse.ArgumentParser) -> None:

@@ -21,8 +21,8 @@ from datetime import date, timedelta
 from pathlib import Path
 
 from airflow_metric_gate.pipeline import evaluate
+from airflow_metric_gate.report import render_report
 from airflow_metric_gate.store.sqlite import SQLiteStore
-from airflow_metric_gate.verdict import render_report
 
 DAG_ID = "nightly_metric_gate"
 SERIES = "demo-rl"
@@ -43,7 +43,7 @@ def find_dags_folder() -> Path:
     """Return the folder of the example DAG shipped inside the installed package.
 
     It holds ``nightly_metric_gate.py`` and ``gates/nightly_metric_gate.yaml`` (the repository's
-    ``dags/`` holds identical copies), so the demo needs no source checkout.
+    ``dags/nightly_metric_gate.py`` runs that DAG file), so the demo needs no source checkout.
     """
     folder = Path(__file__).resolve().parent / "example_dags"
     if not (folder / f"{DAG_ID}.py").is_file():
@@ -214,7 +214,7 @@ def run_demo(workdir: str | None = None, nights: int = 5) -> int:
     _say(f"task logs of the regressed night (every task, in order): {last_log}")
     _say(f"  other nights: {logs}{os.sep}<YYYY-MM-DD>.log")
     if ok:
-        _say("the clean nights passed and the regressed night failed its evaluate_gate task, as expected")
+        _say("the clean nights passed and the regressed night failed its metric_gate.evaluate_gate task, as expected")
         return 0
     _say("unexpected outcome: " + ", ".join(f"{n} exit {c}" for n, _, c in outcomes))
     return 1

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+from airflow_metric_gate.dates import utc
+
 #: The largest step a record, a ``steps`` list or a stored value may hold (a signed 64-bit integer).
 MAX_STEP = 2**63 - 1
 #: ``metric_key`` at most this many bytes of UTF-8.
@@ -86,10 +88,10 @@ def logical_date_problem(value: datetime) -> str | None:
     :param value: an aware datetime (naive ones are taken as UTC).
     """
     try:
-        utc = value.astimezone(timezone.utc) if value.tzinfo else value.replace(tzinfo=timezone.utc)
+        when = utc(value)
     except OverflowError:
-        utc = None
-    if utc is None or not MIN_LOGICAL_DATE <= utc < MAX_LOGICAL_DATE:
+        when = None
+    if when is None or not MIN_LOGICAL_DATE <= when < MAX_LOGICAL_DATE:
         return (
             f"logical date {value.isoformat()} is out of range: it must fall (in UTC) from "
             f"{MIN_LOGICAL_DATE:%Y-%m-%d} to before {MAX_LOGICAL_DATE:%Y-%m-%d}"

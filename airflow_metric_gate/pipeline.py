@@ -1,7 +1,8 @@
 """The gate as four stages: ingest, select, persist, evaluate.
 
-The command line runs them in one process; the Airflow operators run one each and pass compact
-data between them through XCom (:func:`selection_to_payload`).  Nothing here imports Airflow.
+The command line runs them in one process; the Airflow operators run one each and pass small
+references between them through XCom (the values stay in the record and the store).  Nothing
+here imports Airflow.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.rules import applies_persistence, is_warning, mad_k, tolerate_isolated_failures
 from airflow_metric_gate.selection import LAST_STEP, Selection, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
-from airflow_metric_gate.store.base import PROVENANCE_COLUMNS, WindowRun
+from airflow_metric_gate.store.rows import PROVENANCE_COLUMNS, WindowRun
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict
 
 SELECTION_PAYLOAD_VERSION = 1
@@ -127,7 +128,10 @@ def select(record: Record, declarations: Iterable[GateDeclaration]) -> list[Sele
 
 
 def selection_to_payload(selections: Sequence[Selection]) -> dict:
-    """Encode selections compactly for XCom: one entry per declaration, values as parallel lists.
+    """Encode selections with their values: one entry per declaration, values as parallel lists.
+
+    ``PersistValuesOperator`` accepts this as its ``selection`` (values given inline, without a
+    record); no operator pushes it to XCom.
 
     :param selections: from :func:`select`.
     """
@@ -249,7 +253,7 @@ MESSAGE_NIGHTS = 10
 def describe_runs(runs: Sequence[WindowRun]) -> str:
     """Name runs by logical date and store run id (and Airflow run id when known), oldest first.
 
-    :param runs: e.g. :attr:`~airflow_metric_gate.store.base.HistoryWindow.pending`.
+    :param runs: e.g. :attr:`~airflow_metric_gate.store.rows.HistoryWindow.pending`.
     """
     names = []
     for r in runs[:MESSAGE_NIGHTS]:

@@ -4,28 +4,36 @@ A record is JSON Lines, one file or a directory of files (one per training proce
 streams line by line, validates each line against :mod:`airflow_metric_gate.schemas.records`
 and merges everything into one :class:`Record`.  Any structural problem raises
 :class:`RecordError` naming the file and the 1-based line, before anything is written anywhere.
+
+Lines are decoded with msgspec, whose decoder gives what ``json.loads`` gives for every line it
+accepts; a line it refuses (a ``NaN`` literal, a number beyond the float range, a lone surrogate,
+invalid JSON) is decoded again by ``json.loads``, so the record means what the standard library
+reads and every error is the one ``json.loads`` names.  A metric whose points are all plain (an
+int step, a number as value) is kept as two columns, :class:`Columns`, not as one tuple per point.
 """
 
 from __future__ import annotations
 
 import errno
-import gc
 import json
+import math
 import os
 import stat
-from collections import defaultdict
-from collections.abc import Iterator
-from contextlib import contextmanager
-from operator import itemgetter
+from collections.abc import Callable, Iterator
+from operator import itemgetter, le
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from marshmallow import ValidationError
 
 from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.errors import LocatedError
+from airflow_metric_gate.memory import gc_paused
+from airflow_metric_gate.schemas.messages import format_errors
 from airflow_metric_gate.schemas.records import (
-    format_errors,
+    decode_plain_series_line,
+    decode_series_line,
     load_rows_line,
     load_series_line,
     may_hold_markers,
@@ -48,48 +56,105 @@ class RecordError(LocatedError):
     """
 
 
+class Columns:
+    """A metric's points as two parallel lists: every step an int from 0 to 2**63 - 1, every value a finite float.
+
+    Most metrics of a record look like this; keeping them as columns builds no object per point
+    that outlives reading (so the garbage collector never walks them), and step selection takes its
+    columns from here directly.
+
+    :param steps: the steps, in point order.
+    :param values: the values, parallel to ``steps``.
+    :param distinct: ``True`` when the steps are known to be distinct; ``False`` says nothing.
+    """
+
+    __slots__ = ("steps", "values", "distinct")
+
+    def __init__(self, steps: list[int], values: list[float], distinct: bool = False) -> None:
+        self.steps = steps
+        self.values = values
+        self.distinct = distinct
+
+    @classmethod
+    def from_points(cls, points: list[tuple[int, float]]) -> Columns:
+        """Build columns from ``(step, value)`` points whose steps are ints and values finite floats."""
+        by_step = dict(points)  # one pass over the points, and the steps' distinctness with it
+        if len(by_step) == len(points):
+            return cls(list(by_step), list(by_step.values()), True)
+        return cls(list(map(_first, points)), list(map(_second, points)))
+
+    def points(self) -> list[Point]:
+        """The points as ``(step, value)`` tuples."""
+        return list(zip(self.steps, self.values))
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def __repr__(self) -> str:
+        return f"Columns({len(self)} points)"
+
+
+_first = itemgetter(0)
+_second = itemgetter(1)
+
+
 class Record:
     """The merged content of a record: every metric's points, in first-seen metric order.
 
-    :param metrics: metric name -> ``(step, value)`` points; a step is an int >= 0 or ``None``,
-        a value is whatever the record held (numbers, non-finite floats, or non-numeric values
-        that step selection drops).
+    :param metrics: metric name -> its points: a list of ``(step, value)`` points, or
+        :class:`Columns`.  A step is an int >= 0 or ``None``, a value is whatever the record held
+        (numbers, non-finite floats, or non-numeric values that step selection drops); a number
+        may come back as a float where the record wrote an integer.
     :param sources: the files read, in read order.
     :param skipped: the entries of a record directory that were not read, as ``(path, reason)``.
     :param invalid_steps: metric name -> its points whose step was not an int >= 0, as
-        ``(step as written, value, file, line)``; they are in ``metrics`` with step ``None``, and
-        step selection names them in the reasons they cause.
+        ``(step as written, value, file, line)``; they are among the metric's points with step
+        ``None``, and step selection names them in the reasons they cause.
     """
 
-    __slots__ = ("metrics", "sources", "skipped", "invalid_steps")
+    __slots__ = ("_series", "sources", "skipped", "invalid_steps")
 
     def __init__(
         self,
-        metrics: dict[str, list[Point]] | None = None,
+        metrics: dict[str, list[Point] | Columns] | None = None,
         sources: list[str] | None = None,
         skipped: list[tuple[str, str]] | None = None,
         invalid_steps: dict[str, list[InvalidStep]] | None = None,
     ) -> None:
-        self.metrics: dict[str, list[Point]] = metrics if metrics is not None else {}
+        self._series: dict[str, list[Point] | Columns] = metrics if metrics is not None else {}
         self.sources: list[str] = sources if sources is not None else []
         self.skipped: list[tuple[str, str]] = skipped if skipped is not None else []
         self.invalid_steps: dict[str, list[InvalidStep]] = invalid_steps if invalid_steps is not None else {}
 
+    @property
+    def metrics(self) -> dict[str, list[Point]]:
+        """Metric name -> ``(step, value)`` points, in first-seen metric order (a new dict on each call)."""
+        return {metric: self[metric] for metric in self._series}
+
+    def columns(self, metric: str) -> Columns | None:
+        """The metric's points as :class:`Columns` when they were read as such, else ``None``.
+
+        :param metric: a metric of the record.
+        """
+        series = self._series.get(metric)
+        return series if type(series) is Columns else None
+
     def __contains__(self, metric: object) -> bool:
-        return metric in self.metrics
+        return metric in self._series
 
     def __getitem__(self, metric: str) -> list[Point]:
-        return self.metrics[metric]
+        series = self._series[metric]
+        return series.points() if type(series) is Columns else series
 
     def __len__(self) -> int:
-        return len(self.metrics)
+        return len(self._series)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self.metrics)
+        return iter(self._series)
 
     def point_count(self) -> int:
         """Return the number of points over all metrics."""
-        return sum(map(len, self.metrics.values()))
+        return sum(map(len, self._series.values()))
 
     def __repr__(self) -> str:
         return f"Record({len(self)} metrics, {self.point_count()} points, {len(self.sources)} file(s))"
@@ -229,26 +294,45 @@ def _json_error(err: ValueError) -> str:
     return f"not valid JSON: {err}"
 
 
-def _loaded_lines(fh: Any, name: str, load_line: Any) -> Iterator[tuple[int, Any]]:
-    """Yield ``(line number, line as load_line validated it)`` per non-blank line; errors name file and line."""
-    loads = json.loads
-    for lineno, raw in enumerate(fh, 1):
-        try:
-            obj = loads(raw)
-        except ValueError as err:
-            if not raw.strip():
-                continue
-            raise RecordError(_json_error(err), path=name, line=lineno) from None
-        except RecursionError:
-            raise RecordError(
-                "not valid JSON: nested too deeply for the JSON parser (a record line nests 3 levels)",
-                path=name, line=lineno,
-            ) from None
-        try:
-            loaded = load_line(obj, may_hold_markers(raw))
-        except ValidationError as err:
-            raise RecordError(format_errors(err.messages), path=name, line=lineno) from None
-        yield lineno, loaded
+_decode_json = msgspec.json.Decoder().decode
+#: What :func:`_load_line` returns for a blank line.
+_BLANK = object()
+
+
+def _parse_line(raw: bytes, name: str, lineno: int) -> Any:
+    """Parse one line as ``json.loads`` parses it; ``_BLANK`` for a blank line; errors name file and line.
+
+    msgspec's decoder goes first: for any line it accepts it gives what ``json.loads`` gives
+    (``tests/unit/test_records_decoder.py`` pins this).  What it refuses, ``json.loads`` decides:
+    it reads ``NaN`` and ``Infinity`` literals, numbers beyond the float range and lone surrogates
+    as it always did, and its message is the error.
+    """
+    try:
+        return _decode_json(raw)
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    try:
+        return json.loads(raw)
+    except ValueError as err:
+        if not raw.strip():
+            return _BLANK
+        raise RecordError(_json_error(err), path=name, line=lineno) from None
+    except RecursionError:
+        raise RecordError(
+            "not valid JSON: nested too deeply for the JSON parser (a record line nests 3 levels)",
+            path=name, line=lineno,
+        ) from None
+
+
+def _load_line(raw: bytes, name: str, lineno: int, load_line: Any) -> Any:
+    """Parse one line and validate it with ``load_line``; ``_BLANK`` for a blank line; errors name file and line."""
+    obj = _parse_line(raw, name, lineno)
+    if obj is _BLANK:
+        return _BLANK
+    try:
+        return load_line(obj, may_hold_markers(raw))
+    except ValidationError as err:
+        raise RecordError(format_errors(err.messages), path=name, line=lineno) from None
 
 
 def merge_lines(parts: list[list[Point]]) -> list[Point]:
@@ -271,60 +355,129 @@ def merge_lines(parts: list[list[Point]]) -> list[Point]:
     return stepped + [p for p in merged if p[0] is None]
 
 
+def _as_points(series: list[Point] | Columns) -> list[Point]:
+    return series.points() if type(series) is Columns else series  # type: ignore[union-attr,return-value]
+
+
+def _merge_parts(parts: list[list[Point] | Columns]) -> list[Point] | Columns:
+    """:func:`merge_lines` over a metric's lines; columns again when every line was columns."""
+    merged = merge_lines([_as_points(part) for part in parts])
+    if all(type(part) is Columns for part in parts):
+        return Columns.from_points(merged)  # type: ignore[arg-type]
+    return merged
+
+
+def _concatenate(first: list[Point] | Columns, then: list[Point] | Columns) -> list[Point] | Columns:
+    """Append a later file's points of a metric to the earlier files' (both built by this read)."""
+    if type(first) is Columns and type(then) is Columns:
+        first.steps.extend(then.steps)
+        first.values.extend(then.values)
+        first.distinct = False
+        return first
+    points = _as_points(first)
+    points.extend(_as_points(then))
+    return points
+
+
+def _plain_columns(raw: bytes) -> tuple[str, list[Point] | Columns] | None:
+    """Decode a plain line (:func:`decode_plain_series_line`) into its metric and :class:`Columns`."""
+    plain = decode_plain_series_line(raw)
+    if plain is None:
+        return None
+    metric, points = plain
+    return metric, Columns.from_points(points)
+
+
 def _read_series(
-    fh: Any, name: str, metrics: dict[str, list[Point]], invalid_steps: dict[str, list[InvalidStep]]
+    fh: Any,
+    name: str,
+    metrics: dict[str, list[Point] | Columns],
+    invalid_steps: dict[str, list[InvalidStep]],
+    pause_gc: Callable[[], None],
 ) -> None:
-    by_metric: dict[str, list[list[Point]]] = {}
-    for lineno, (metric, points, invalid) in _loaded_lines(fh, name, load_series_line):
+    by_metric: dict[str, list[list[Point] | Columns]] = {}
+    for lineno, raw in enumerate(fh, 1):
+        with gc_paused():  # the line's points are tuples until they become columns
+            plain = _plain_columns(raw)
+        if plain is not None:
+            metric, part = plain
+        else:
+            pause_gc()  # this line's points are tuples
+            loaded = decode_series_line(raw, may_hold_markers(raw))
+            if loaded is not None:
+                metric, part = loaded
+            else:
+                loaded = _load_line(raw, name, lineno, load_series_line)
+                if loaded is _BLANK:
+                    continue
+                metric, part, invalid = loaded
+                if invalid:
+                    invalid_steps.setdefault(metric, []).extend((step, value, name, lineno) for step, value in invalid)
         parts = by_metric.get(metric)
         if parts is None:
-            by_metric[metric] = [points]
+            by_metric[metric] = [part]
         else:
-            parts.append(points)
-        if invalid:
-            invalid_steps.setdefault(metric, []).extend((step, value, name, lineno) for step, value in invalid)
+            parts.append(part)
     for metric, parts in by_metric.items():
-        points = parts[0] if len(parts) == 1 else merge_lines(parts)
+        series = parts[0] if len(parts) == 1 else _merge_parts(parts)
         existing = metrics.get(metric)
-        if existing is None:
-            metrics[metric] = points
-        else:
-            existing.extend(points)
+        metrics[metric] = series if existing is None else _concatenate(existing, series)
+
+
+def _rows_series(steps: list[int | None], values: list[object]) -> list[Point] | Columns:
+    """One metric's points of a ``rows`` file: :class:`Columns` when they are plain, else tuples."""
+    if None not in steps and set(map(type, values)) == _FLOAT_ONLY:
+        total = sum(values)  # type: ignore[arg-type]
+        if total - total == 0 or all(map(math.isfinite, values)):  # type: ignore[arg-type]
+            return Columns(steps, values)  # type: ignore[arg-type]
+    return list(zip(steps, values))
+
+
+_FLOAT_ONLY = {float}
 
 
 def _read_rows(
-    fh: Any, name: str, metrics: dict[str, list[Point]], invalid_steps: dict[str, list[InvalidStep]]
+    fh: Any,
+    name: str,
+    metrics: dict[str, list[Point] | Columns],
+    invalid_steps: dict[str, list[InvalidStep]],
+    pause_gc: Callable[[], None],
 ) -> None:
-    by_metric: defaultdict[str, list[Point]] = defaultdict(list)
-    by_metric.update(metrics)
-    for _lineno, (step, values) in _loaded_lines(fh, name, load_rows_line):
+    # Two lists per metric, no tuple per point: the collector is never paused for rows.
+    steps_of: dict[str, list[int | None]] = {}
+    values_of: dict[str, list[object]] = {}
+    for lineno, raw in enumerate(fh, 1):
+        loaded = _load_line(raw, name, lineno, load_rows_line)
+        if loaded is _BLANK:
+            continue
+        step, values = loaded
         for metric, value in values:
-            by_metric[metric].append((step, value))
-    metrics.update(by_metric)
+            steps = steps_of.get(metric)
+            if steps is None:
+                steps_of[metric] = [step]
+                values_of[metric] = [value]
+            else:
+                steps.append(step)
+                values_of[metric].append(value)
+    for metric, steps in steps_of.items():
+        series = _rows_series(steps, values_of[metric])
+        existing = metrics.get(metric)
+        metrics[metric] = series if existing is None else _concatenate(existing, series)
 
 
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while reading.
-
-    Reading builds one small container per point, none of them cyclic; with the collector on,
-    its passes over the growing heap cost about as much as parsing itself.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _sort_by_step(points: list[Point]) -> None:
+def _sort_by_step(series: list[Point] | Columns) -> None:
     """Stable sort by step, ``None`` steps last."""
+    if type(series) is Columns:
+        steps = series.steps
+        if not all(map(le, steps, steps[1:])):
+            order = sorted(range(len(steps)), key=steps.__getitem__)
+            series.steps = list(map(steps.__getitem__, order))
+            series.values = list(map(series.values.__getitem__, order))  # distinctness unchanged
+        return
     try:
-        points.sort(key=itemgetter(0))
+        series.sort(key=itemgetter(0))  # type: ignore[union-attr]
     except TypeError:  # some steps are None
-        points.sort(key=lambda p: (p[0] is None, p[0] or 0))
+        series.sort(key=lambda p: (p[0] is None, p[0] or 0))  # type: ignore[union-attr]
 
 
 def read_record(location: Any, *, format: str = "series") -> Record:
@@ -362,20 +515,20 @@ def read_record(location: Any, *, format: str = "series") -> Record:
         raise RecordError(f"unknown record format {format!r} (expected one of: {', '.join(RECORD_FORMATS)})")
     path = _as_path(location)
     files, is_directory, skipped = _data_files(path)
-    metrics: dict[str, list[Point]] = {}
+    metrics: dict[str, list[Point] | Columns] = {}
     invalid_steps: dict[str, list[InvalidStep]] = {}
     sources: list[str] = []
-    with gc_paused():
+    with gc_paused(lazily=True) as pause_gc:
         for file in files:
             name = str(file)
             try:
                 with file.open("rb") as fh:
-                    read_lines(fh, name, metrics, invalid_steps)
+                    read_lines(fh, name, metrics, invalid_steps, pause_gc)
             except OSError as err:
                 raise RecordError(f"cannot read: {err.strerror or err}", path=name) from err
             sources.append(name)
     if is_directory:
-        for points in metrics.values():
-            _sort_by_step(points)
+        for series in metrics.values():
+            _sort_by_step(series)
     return Record(metrics, sources, skipped, invalid_steps)
 

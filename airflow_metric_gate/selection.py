@@ -13,7 +13,8 @@ from collections.abc import Iterable, Sequence
 from operator import itemgetter
 
 from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
-from airflow_metric_gate.records import Record, gc_paused
+from airflow_metric_gate.memory import gc_paused
+from airflow_metric_gate.records import Columns, Record
 
 #: The step under which ``steps="last"`` values are stored, whatever their real step was.
 LAST_STEP = -1
@@ -170,6 +171,35 @@ def _invalid_step_note(notes: list[tuple[object, object, str, int]]) -> str:
             f"without a step{more}")
 
 
+def _select_columns(declaration: GateDeclaration, columns: Columns) -> Selection | None:
+    """Select from a metric read as :class:`Columns`, or return ``None`` when the selection fails.
+
+    Columns hold only int steps and finite float values, so no point is dropped, none lacks a step
+    and none is non-finite: what is left to check runs over whole columns in C.  The selection
+    shares the record's lists (neither is ever changed).  Whenever the selection would be an ERROR
+    the general path of :func:`select_declaration` runs instead and words the reason.
+    """
+    steps, values = columns.steps, columns.values
+    if not steps:
+        return None
+    wanted = declaration.steps
+    if wanted == "all":
+        if not columns.distinct and len(set(steps)) != len(steps):
+            return None
+        return Selection(declaration, steps=steps, values=values, at_steps=steps)
+    if wanted == "last":
+        return Selection(declaration, steps=[LAST_STEP], values=[values[-1]], at_steps=[steps[-1]])
+    by_step = dict(zip(steps, values))
+    if len(by_step) != len(steps):
+        return None
+    try:
+        listed = [by_step[k] for k in wanted]
+    except KeyError:
+        return None
+    wanted = list(wanted)
+    return Selection(declaration, steps=wanted, values=listed, at_steps=wanted)
+
+
 def select_declaration(record: Record, declaration: GateDeclaration) -> Selection:
     """Select the values one declaration asks for.
 
@@ -180,6 +210,11 @@ def select_declaration(record: Record, declaration: GateDeclaration) -> Selectio
     metric = declaration.metric_key
     if metric not in record:
         return Selection(declaration, error=f"metric {metric!r} is absent from the record")
+    columns = record.columns(metric)
+    if columns is not None:
+        selection = _select_columns(declaration, columns)
+        if selection is not None:
+            return selection
     numeric = _numeric_points(record[metric])
     if not numeric:
         return Selection(declaration, error=f"metric {metric!r} has no numeric point")

@@ -1,9 +1,9 @@
-"""One DAG gating several training series: a task group mapped over the series identities.
+"""One DAG gating several training series: the ``metric_gate`` task group mapped over the series identities.
 
 Each series writes its night's record under ``<record_root>/<series>/<YYYY-MM-DD>``.  A first task
-lists the series identities with the night's record of each; the task group (sensor, select,
-persist, evaluate) is mapped over that list: one store run and one history per series identity,
-and one verdict per map index.  Adding a series is one more entry in ``SERIES``.
+lists the series identities with the night's record of each; the ``metric_gate`` task group (sensor,
+ingest, select, persist, evaluate) is mapped over that list: one store run and one history per
+series identity, and one verdict per map index.  Adding a series is one more entry in ``SERIES``.
 """
 
 from __future__ import annotations
@@ -11,12 +11,9 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pendulum
-from airflow.sdk import DAG, Param, task, task_group
+from airflow.sdk import DAG, Param, task
 
-from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
-from airflow_metric_gate.operators.persist import PersistValuesOperator
-from airflow_metric_gate.operators.select import SelectStepsOperator
-from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
+from airflow_metric_gate import metric_gate
 
 # [START identities]
 # One entry per training series: its identity (series, and suite; backend is the default "cuda").
@@ -48,16 +45,10 @@ with DAG(
     @task
     def series_to_gate(record_root: str, night: str) -> list[dict]:
         """Each series identity with the location of its record for the night."""
-        return [{**identity, "record": f"{record_root}/{identity['series']}/{night}"} for identity in SERIES]
+        return [{**identity, "path": f"{record_root}/{identity['series']}/{night}"} for identity in SERIES]
 
-    @task_group
-    def gate_series(series: str, suite: str, record: str) -> None:
-        wait = TrainingOutputSensor(task_id="wait_for_record", path=record, mode="reschedule", poke_interval=300,
-                                    timeout=timedelta(hours=8).total_seconds())
-        select = SelectStepsOperator(task_id="select_steps", record=wait.output, gates=GATES)
-        persist = PersistValuesOperator(task_id="persist_values", selection=select.output, series=series,
-                                        suite=suite, role="{{ params.role }}")
-        EvaluateGateOperator(task_id="evaluate_gate", run=persist.output, enforce=True)
-
-    gate_series.expand_kwargs(series_to_gate(record_root="{{ params.record_root }}", night="{{ ds }}"))
+    # The same for every series in partial(); each series' own arguments from its dict.
+    metric_gate.partial(gates=GATES, role="{{ params.role }}").expand_kwargs(
+        series_to_gate(record_root="{{ params.record_root }}", night="{{ ds }}")
+    )
 # [END dag]

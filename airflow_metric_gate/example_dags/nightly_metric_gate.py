@@ -1,7 +1,9 @@
 """Nightly metric gate: wait for the training record, then ingest, select, persist and evaluate it.
 
-Copy this file (and ``gates/nightly_metric_gate.yaml`` beside it) into your DAGs folder and adjust
-the params, or trigger it with other params for a one-off run.
+The five tasks come from one call of the ``metric_gate`` task group (task ids
+``metric_gate.<task>``); ``examples/nightly_metric_gate_by_hand.py`` in the repository composes the
+same five operators by hand.  Copy this file (and ``gates/nightly_metric_gate.yaml`` beside it)
+into your DAGs folder and adjust the params, or trigger it with other params for a one-off run.
 """
 
 from __future__ import annotations
@@ -11,11 +13,7 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG, Param
 
-from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
-from airflow_metric_gate.operators.ingest import IngestRecordOperator
-from airflow_metric_gate.operators.persist import PersistValuesOperator
-from airflow_metric_gate.operators.select import SelectStepsOperator
-from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
+from airflow_metric_gate.task_groups import metric_gate
 
 DOC_MD = """
 ### Nightly metric gate
@@ -24,26 +22,31 @@ Every night the training job writes its metrics under `<record_root>/<YYYY-MM-DD
 file or a directory of them) and a `_SUCCESS` marker when done. This DAG waits for that record,
 selects the steps each gate in `gates_file` asks for, stores them in the metric store (Airflow
 connection `metric_gate_db`, type postgres) and compares each value with the history of the same
-metric, declaration and step.
+metric, declaration and step. The five tasks sit in the `metric_gate` task group: their ids are
+`metric_gate.wait_for_record`, `metric_gate.ingest_record`, `metric_gate.select_steps`,
+`metric_gate.persist_values` and `metric_gate.evaluate_gate`.
 
 **Roles.** Scheduled runs are *baseline* runs: when trusted they feed future baselines, and an
-enforced FAIL or ERROR fails `evaluate_gate`. Manual runs are *shadow* runs: stored and reported,
-never failed by a regression, never feeding baselines. The `role` param overrides this.
-A run triggered without a logical date (`airflow dags trigger`) gates the night in the `night`
-param; a baseline run needs one: `--conf '{"night": "2026-11-30", "role": "baseline"}'`.
+enforced FAIL or ERROR fails `metric_gate.evaluate_gate`. Manual runs are *shadow* runs: stored
+and reported, never failed by a regression, never feeding baselines. The `role` param overrides
+this. A run triggered without a logical date (`airflow dags trigger`) gates the night in the
+`night` param; a baseline run needs one: `--conf '{"night": "2026-11-30", "role": "baseline"}'`.
 
 #### When this DAG fails
 
-* `wait_for_record`: no complete record in time. The message says whether the record or its
-  `_SUCCESS` marker is missing. Check the training job; clear the task once the output is there.
-* `ingest_record` or `select_steps`: the record or the gates file is malformed; the message names
-  file and line. Fix the input, then clear the task (bad input is not retried).
-* `persist_values` or `evaluate_gate` up for retry: the metric store is unreachable. Nothing was
-  half-written; check the `metric_gate_db` database, retries resume on their own.
-* `evaluate_gate` failed: **a regression**, an enforced value left its band. Read on.
+* `metric_gate.wait_for_record`: no complete record in time. The message says whether the record
+  or its `_SUCCESS` marker is missing. Check the training job; clear the task once the output is
+  there.
+* `metric_gate.ingest_record` or `metric_gate.select_steps`: the record or the gates file is
+  malformed; the message names file and line. Fix the input, then clear the task (bad input is not
+  retried).
+* `metric_gate.persist_values` or `metric_gate.evaluate_gate` up for retry: the metric store is
+  unreachable. Nothing was half-written; check the `metric_gate_db` database, retries resume on
+  their own.
+* `metric_gate.evaluate_gate` failed: **a regression**, an enforced value left its band. Read on.
 
-For a regression, open the `evaluate_gate` log. Its first lines say what regressed, one line per
-failing declaration, worst first:
+For a regression, open the `metric_gate.evaluate_gate` log. Its first lines say what regressed,
+one line per failing declaration, worst first:
 
     REGRESSED <metric> (steps <steps>): <f> of <n> steps FAIL, steps <first>..<last>, below band,
     worst step <step>: <value> vs baseline <ref> (<change>; band <lo>..<hi>)
@@ -66,8 +69,9 @@ value...). The full verdict is the task's XCom `return_value` (JSON, `schema`
 * ERROR results usually mean the record changed shape (renamed metric, new logging cadence).
 
 Clearing a task re-runs it in place: rows are keyed on the Airflow run, never duplicated.
-Clear `persist_values` together with its downstream `evaluate_gate` so the night is judged again;
-a re-persisted night stays `pending` (feeding no baseline) until it is evaluated.
+Clear `metric_gate.persist_values` together with its downstream `metric_gate.evaluate_gate` so
+the night is judged again; a re-persisted night stays `pending` (feeding no baseline) until it is
+evaluated.
 """
 
 # The night's date: the `night` param, else the run's logical date (a manual run may have none).
@@ -114,37 +118,13 @@ with DAG(
 ) as dag:
     # [END dag]
     # [START pipeline]
-    # [START sensor]
-    wait_for_record = TrainingOutputSensor(
-        task_id="wait_for_record",
-        path="{{ params.record_root }}/" + NIGHT,
-        deferrable=True,
-        poke_interval=300,
-        timeout=timedelta(hours=8).total_seconds(),
-    )
-    # [END sensor]
-    # [START ingest]
-    ingest_record = IngestRecordOperator(task_id="ingest_record", location=wait_for_record.output)
-    # [END ingest]
-    # [START select]
-    select_steps = SelectStepsOperator(
-        task_id="select_steps",
-        record=ingest_record.output,
-        gates_file="{{ params.gates_file }}",
-    )
-    # [END select]
-    # [START persist]
-    persist_values = PersistValuesOperator(
-        task_id="persist_values",
-        selection=select_steps.output,
+    metric_gate(
         series="{{ params.series }}",
         backend="{{ params.backend }}",
         suite="{{ params.suite }}",
+        path="{{ params.record_root }}/" + NIGHT,
+        gates_file="{{ params.gates_file }}",
         role="{{ params.role }}",
         night="{{ params.night }}",
     )
-    # [END persist]
-    # [START evaluate]
-    evaluate_gate = EvaluateGateOperator(task_id="evaluate_gate", run=persist_values.output, enforce=True)
-    # [END evaluate]
     # [END pipeline]

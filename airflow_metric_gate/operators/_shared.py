@@ -1,23 +1,21 @@
-"""What the four operators share: upstream input, the store connection, the run's role and identity."""
+"""Helpers of the operators: upstream input, the run's role and night.
+
+The store's connection is :class:`~airflow_metric_gate.hooks.metric_store.MetricStoreHook`'s; the
+base class and the mapping of errors are in :mod:`airflow_metric_gate.operators.base`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook, conf
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.enums import ROLES, Role
-from airflow_metric_gate.store import MetricStore, StoreError, StoreInputError, StoreUnavailable, open_store
-from airflow_metric_gate.store.urls import scrub
 
 if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
 
-DEFAULT_CONN_ID = "metric_gate_db"
 #: DAG run types whose runs feed future baselines when the role is ``auto``; every other run is shadow.
 BASELINE_RUN_TYPES = ("scheduled", "backfill")
 
@@ -60,70 +58,6 @@ def upstream_value(operator: BaseOperator, context: Context, what: str) -> Any:
             f"{operator.task_id}: {what} was not given and upstream task {upstream[0]!r} pushed no XCom return_value"
         )
     return value
-
-
-def resolve_conn_id(conn_id: str | None) -> str:
-    """Return the store's Airflow connection id: ``conn_id``, else ``[metric_gate] conn_id``.
-
-    :param conn_id: the operator's ``conn_id``.
-    """
-    return optional(conn_id) or conf.get("metric_gate", "conn_id", fallback=DEFAULT_CONN_ID) or DEFAULT_CONN_ID
-
-
-def open_metric_store(conn_id: str) -> MetricStore:
-    """Open the metric store behind an Airflow connection.
-
-    A ``postgres`` connection is the production store (through ``PostgresHook``).  A ``sqlite``
-    connection (``sqlite:////path/to/metric_gate.db``) opens the embedded store, for local trials.
-
-    :param conn_id: the Airflow connection id.
-    :raises AirflowException: the connection cannot be read (retryable: secrets backends have outages).
-    :raises AirflowFailException: the connection's type cannot hold the store.
-    """
-    try:
-        connection = BaseHook.get_connection(conn_id)
-    except Exception as err:
-        text = " ".join(str(err).split())
-        shown = scrub(text)
-        raise AirflowException(
-            f"cannot read Airflow connection {conn_id!r} of the metric store ({shown}); create it as a "
-            "postgres connection, or pass conn_id="
-        ) from (err if shown == text else None)
-    conn_type = (connection.conn_type or "").lower()
-    if conn_type in ("postgres", "postgresql"):
-        from airflow_metric_gate.store.postgres import PostgresStore
-
-        return PostgresStore.from_conn_id(conn_id)
-    if conn_type == "sqlite":
-        path = connection.host or connection.schema
-        if not path:
-            raise AirflowFailException(f"sqlite connection {conn_id!r} names no database file")
-        return open_store(f"sqlite:///{path}")
-    raise AirflowFailException(
-        f"connection {conn_id!r} is of type {conn_type or 'unknown'!r}; the metric store needs a postgres "
-        "connection (or sqlite for local trials)"
-    )
-
-
-@contextmanager
-def store_errors(task_id: str) -> Iterator[None]:
-    """Turn store errors into Airflow's retry semantics.
-
-    Outages and unexpected store errors retry (``AirflowException``); invalid input does not
-    (``AirflowFailException``).  Either way the store's transaction was rolled back, so nothing
-    already stored is lost or half-written.  Store messages never carry the connection's password
-    (the store hides it from driver errors), so they are passed on as they are.
-
-    :param task_id: names the task in messages.
-    """
-    try:
-        yield
-    except StoreInputError as err:
-        raise AirflowFailException(f"{task_id}: {err}") from err
-    except StoreUnavailable as err:
-        raise AirflowException(f"{task_id}: metric store unavailable, will retry: {err}") from err
-    except StoreError as err:
-        raise AirflowException(f"{task_id}: metric store error: {err}") from err
 
 
 def run_role(role: str | None, context: Context) -> str:

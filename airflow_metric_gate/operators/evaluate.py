@@ -8,27 +8,16 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
-from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.enums import ERROR, FAIL, Aggregate
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
-from airflow_metric_gate.operators._shared import (
-    open_metric_store,
-    optional,
-    resolve_conn_id,
-    store_errors,
-    upstream_value,
-)
+from airflow_metric_gate.operators._shared import optional, upstream_value
+from airflow_metric_gate.operators.base import MetricGateBaseOperator
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, describe_runs, empty_verdict, evaluate
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.verdict import (
-    DEFAULT_MAX_RESULTS,
-    DEFAULT_TABLE_ROWS,
-    XCOM_MAX_BYTES,
-    render_report,
-    show_command,
-)
+from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report, show_command
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, XCOM_MAX_BYTES
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -64,7 +53,7 @@ def _xcom_location(ti: Any) -> str:
     )
 
 
-class EvaluateGateOperator(BaseOperator):
+class EvaluateGateOperator(MetricGateBaseOperator):
     """Compare a stored run with its history, record the verdict, then pass or fail the task.
 
     Order matters for on-call: the versioned verdict (status, counts, a summary per failing
@@ -90,8 +79,9 @@ class EvaluateGateOperator(BaseOperator):
 
     :param run: what :class:`PersistValuesOperator` returned, or a store run id; ``None`` takes it
         from the only upstream task's XCom (templated).
-    :param conn_id: the Airflow connection of the metric store (type ``postgres``); ``None`` uses
-        the ``[metric_gate] conn_id`` option, default ``metric_gate_db`` (templated).
+    :param conn_id: the Airflow connection of the metric store (type ``metric_gate`` or
+        ``postgres``, see :class:`~airflow_metric_gate.hooks.metric_store.MetricStoreHook`); ``None``
+        uses the ``[metric_gate] conn_id`` option, default ``metric_gate_db`` (templated).
     :param enforce: fail the task on any FAIL or ERROR of a baseline run.
     :param history_limit: how many earlier trusted baseline runs form each baseline.
     :param min_history: with fewer baseline values a coordinate is INACTIVE (cold start).
@@ -125,9 +115,8 @@ class EvaluateGateOperator(BaseOperator):
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(conn_id=conn_id, **kwargs)
         self.run = run
-        self.conn_id = conn_id
         self.enforce = enforce
         self.history_limit = history_limit
         self.min_history = min_history
@@ -147,9 +136,7 @@ class EvaluateGateOperator(BaseOperator):
         except (TypeError, ValueError):
             seconds = math.nan
         if not 0 <= seconds < math.inf:
-            raise AirflowFailException(
-                f"{self.task_id}: wait_timeout must be a timedelta or a number of seconds >= 0, got {value!r}"
-            )
+            raise self.bad_input(f"wait_timeout must be a timedelta or a number of seconds >= 0, got {value!r}")
         return seconds
 
     def _earlier_dag_run(self, context: Context, window: Any) -> str | None:
@@ -185,9 +172,8 @@ class EvaluateGateOperator(BaseOperator):
         timeout = self._timeout_seconds()
         now = datetime.now(timezone.utc)
         since = datetime.fromisoformat(waiting_since) if waiting_since else now
-        with store_errors(self.task_id):
-            with open_metric_store(resolve_conn_id(self.conn_id)) as store:
-                window = store.history_window(run_id, self.history_limit)
+        with self.store() as store:
+            window = store.history_window(run_id, self.history_limit)
         if not window.found:
             return  # _verdict says the store has no such run
         waiting_for = []
@@ -234,23 +220,22 @@ class EvaluateGateOperator(BaseOperator):
             return empty_verdict(identity, info, enforce=bool(self.enforce))
         run_id = run.get("run_id") if isinstance(run, Mapping) else optional(run)
         if not isinstance(run_id, str):
-            raise AirflowFailException(f"{self.task_id}: run must be a store run id or PersistValuesOperator's output")
+            raise self.bad_input("run must be a store run id or PersistValuesOperator's output")
         problem = Aggregate.problem(self.aggregate, "aggregate")
         if problem:
-            raise AirflowFailException(problem)
-        with store_errors(self.task_id):
-            with open_metric_store(resolve_conn_id(self.conn_id)) as store:
-                return evaluate(
-                    store,
-                    run_id,
-                    history_limit=self.history_limit,
-                    min_history=self.min_history,
-                    aggregate=self.aggregate,
-                    enforce=bool(self.enforce),
-                    all_results=self.all_results,
-                    max_results=self.max_results,
-                    max_bytes=XCOM_MAX_BYTES,
-                )
+            raise self.bad_input(problem)
+        with self.store() as store:
+            return evaluate(
+                store,
+                run_id,
+                history_limit=self.history_limit,
+                min_history=self.min_history,
+                aggregate=self.aggregate,
+                enforce=bool(self.enforce),
+                all_results=self.all_results,
+                max_results=self.max_results,
+                max_bytes=XCOM_MAX_BYTES,
+            )
 
     def execute(self, context: Context, waiting_since: str | None = None) -> None:
         """Evaluate, push the verdict to XCom (``return_value``), log it, then enforce.

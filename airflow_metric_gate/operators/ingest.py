@@ -5,16 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
-
 from airflow_metric_gate.enums import RecordFormat
-from airflow_metric_gate.operators._record_copy import read_and_copy
+from airflow_metric_gate.operators._record_copy import read_checked, read_pinned
 from airflow_metric_gate.operators._shared import optional, upstream_value
-from airflow_metric_gate.pipeline import ingest
+from airflow_metric_gate.operators.base import MetricGateBaseOperator
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import RecordError
-from airflow_metric_gate.storage import StorageUnavailable, record_path, refresh, storage_errors
+from airflow_metric_gate.records import Record
+from airflow_metric_gate.storage import record_path, refresh, storage_errors
 
 #: At most this many skipped entries of a record directory are logged one by one.
 _SKIPS_LOGGED = 50
@@ -35,31 +32,42 @@ def record_location(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def read_record_at(location: str, storage_conn_id: str | None, format: str, *, copy: bool = False) -> tuple[Any, Any]:
-    """Read a record for an operator, with Airflow's retry semantics for failures.
+def pinned_record(location: str, storage_conn_id: str | None, format: str, *, keep_copy: bool = True) -> tuple:
+    """Read a record and its checksum (see ``_record_copy``), from a local path or object storage.
 
     :param location: the record location: local path or object-storage URI.
     :param storage_conn_id: the Airflow connection of the object storage, if any.
     :param format: the record format.
-    :param copy: keep a verified local copy of a record on object storage (see ``_record_copy``).
-    :return: the record, and the local copy's digest (``None`` without a copy).
-    :raises AirflowFailException: the location or the record is bad (never retried).
-    :raises AirflowException: the storage could not be reached (retried).
+    :param keep_copy: keep a verified local copy of a record on object storage for the next task.
+    :return: the record, its checksum, and whether a local copy was kept.
+    :raises RecordError: the location or the record is bad.
+    :raises StorageUnavailable: the storage could not be reached.
     """
-    try:
-        with storage_errors(location):
-            path = record_path(location, conn_id=optional(storage_conn_id))
-            refresh(path)
-            if copy:
-                return read_and_copy(path, location, format=format)
-            return ingest(path, format=format), None
-    except RecordError as err:
-        raise AirflowFailException(printable(f"bad training record {location}: {err}")) from err
-    except StorageUnavailable as err:
-        raise AirflowException(printable(f"{err}; will retry")) from err
+    with storage_errors(location):
+        path = record_path(location, conn_id=optional(storage_conn_id))
+        refresh(path)
+        return read_pinned(path, location, format=format, keep_copy=keep_copy)
 
 
-class IngestRecordOperator(BaseOperator):
+def checked_record(location: str, storage_conn_id: str | None, format: str, checksum: str) -> tuple[Record, bool]:
+    """Read a record again, checked against the checksum it was pinned by (a local copy first).
+
+    :param location: the record location.
+    :param storage_conn_id: the Airflow connection of the object storage, if any.
+    :param format: the record format.
+    :param checksum: the record's checksum when it was ingested.
+    :return: the record, and whether it was read from the local copy ingest kept.
+    :raises RecordChanged: the record changed since.
+    :raises RecordError: the location or the record is bad.
+    :raises StorageUnavailable: the storage could not be reached.
+    """
+    with storage_errors(location):
+        path = record_path(location, conn_id=optional(storage_conn_id))
+        refresh(path)
+        return read_checked(path, location, checksum, format=format)
+
+
+class IngestRecordOperator(MetricGateBaseOperator):
     """Read the nightly record and check its structure before anything is selected or stored.
 
     The record (a JSON Lines file, or a directory of them) is read from a local path or any Airflow
@@ -69,11 +77,13 @@ class IngestRecordOperator(BaseOperator):
     The task's return value is a small summary for the next task, never the record itself::
 
         {"location": "s3://bucket/nightly/2026-11-30", "format": "series",
-         "metrics": 7, "points": 5120, "files": 8, "skipped": 1, "copy": "<sha256>"}
+         "metrics": 7, "points": 5120, "files": 8, "skipped": 1,
+         "checksum": "<sha256>", "copy": true}
 
     ``skipped`` counts the entries of a record directory that were skipped (each is logged).
-    ``copy`` (records on object storage only) is the digest of the local copy kept for
-    :class:`SelectStepsOperator`, so that the record is downloaded once per night.  Unreachable
+    ``checksum`` pins the record's bytes: :class:`PersistValuesOperator` reads the record again
+    and refuses it if it changed.  ``copy`` (records on object storage only) says a verified local
+    copy was kept on this machine, so that the record is downloaded once per night.  Unreachable
     storage is retried (``AirflowException``).
 
     :param location: the record location: local path or object-storage URI; ``None`` takes it from
@@ -109,12 +119,13 @@ class IngestRecordOperator(BaseOperator):
         if location is None:
             location = record_location(upstream_value(self, context, "location"))
         if location is None:
-            raise AirflowFailException(f"{self.task_id}: no record location given")
+            raise self.bad_input("no record location given")
         problem = RecordFormat.problem(self.format, "format")
         if problem:
-            raise AirflowFailException(problem)
+            raise self.bad_input(problem)
         self.log.info("Reading training record %s (format %s)", location, self.format)
-        record, copy = read_record_at(location, self.storage_conn_id, self.format, copy=True)
+        with self.core_errors(record=location):
+            record, checksum, copy = pinned_record(location, self.storage_conn_id, self.format)
         for skipped, reason in record.skipped[:_SKIPS_LOGGED]:
             self.log.info("Skipped %s: %s", printable(skipped), reason)
         if len(record.skipped) > _SKIPS_LOGGED:
@@ -126,9 +137,10 @@ class IngestRecordOperator(BaseOperator):
             "points": record.point_count(),
             "files": len(record.sources),
             "skipped": len(record.skipped),
+            "checksum": checksum,
         }
-        if copy is not None:
-            summary["copy"] = copy
+        if copy:
+            summary["copy"] = True
         self.log.info(
             "Record %s: %s metric(s), %s point(s) in %s file(s)",
             location,

@@ -5,33 +5,35 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
-
-from airflow_metric_gate.operators._shared import (
-    open_metric_store,
-    optional,
-    resolve_conn_id,
-    run_night,
-    run_role,
-    store_errors,
-    upstream_value,
-)
+from airflow_metric_gate.operators._record_copy import drop_copy
+from airflow_metric_gate.operators._shared import optional, run_night, run_role, upstream_value
+from airflow_metric_gate.operators.base import MetricGateBaseOperator
+from airflow_metric_gate.operators.ingest import checked_record
+from airflow_metric_gate.operators.select import is_reference, reference_declarations
 from airflow_metric_gate.pipeline import (
     RunInfo,
     SeriesIdentity,
     airflow_store_run_id,
     payload_to_selection,
     persist,
+    select,
 )
 from airflow_metric_gate.printable import printable
+from airflow_metric_gate.selection import Selection
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 
-class PersistValuesOperator(BaseOperator):
-    """Write the run and one row per selected (metric, step) to the metric store.
+class PersistValuesOperator(MetricGateBaseOperator):
+    """Select the values from the pinned record and write the run, one row per (metric, step), to the store.
+
+    The values never travel through XCom: the task reads the record the reference of
+    :class:`SelectStepsOperator` names (the local copy ingest kept when it is on this machine and
+    intact, else the record itself), checks it against the reference's checksum, and selects
+    there.  A record that changed since it was ingested fails the task without retries, naming
+    its location; nothing is stored.  A declaration that cannot select (metric absent, duplicate
+    step, ...) is stored as a selection error, an ERROR of the verdict.
 
     The store run id derives from the Airflow run (DAG id, run id, map index), this task's id and
     the series identity: a retry or a cleared task replaces its own rows, never duplicates them,
@@ -49,16 +51,20 @@ class PersistValuesOperator(BaseOperator):
          "backend": "cuda", "suite": "nightly-8xh100", "role": "baseline",
          "logical_date": "2026-11-30T00:00:00+00:00"}
 
-    :param selection: the selection :class:`SelectStepsOperator` returned; ``None`` takes it from
-        the only upstream task's XCom (templated).
+    :param selection: the reference :class:`SelectStepsOperator` returned (or a selection with its
+        values, as ``pipeline.selection_to_payload`` encodes it, for use without a record); ``None``
+        takes it from the only upstream task's XCom (templated).
     :param series: the training job whose nights are comparable (templated).
     :param backend: the hardware, default ``cuda`` (templated).
     :param suite: the schedule or cluster, e.g. ``nightly-8xh100`` (templated).
     :param role: ``baseline``, ``shadow``, or ``auto`` (default) for the DAG run type's role (templated).
     :param night: the night this run gates, ``YYYY-MM-DD`` or an ISO 8601 datetime (UTC when naive);
         empty or ``None`` takes the DAG run's logical date, e.g. ``"{{ params.night }}"`` (templated).
-    :param conn_id: the Airflow connection of the metric store (type ``postgres``); ``None`` uses
-        the ``[metric_gate] conn_id`` option, default ``metric_gate_db`` (templated).
+    :param conn_id: the Airflow connection of the metric store (type ``metric_gate`` or
+        ``postgres``, see :class:`~airflow_metric_gate.hooks.metric_store.MetricStoreHook`); ``None``
+        uses the ``[metric_gate] conn_id`` option, default ``metric_gate_db`` (templated).
+    :param storage_conn_id: the Airflow connection of the record's object storage; ``None`` uses
+        the one the reference names, if any (templated).
     :param commit_sha: the trained code's commit, kept as provenance (templated).
     :param training_job_id: the training job's id, kept as provenance (templated).
     :param provenance: further free-form provenance fields (templated).
@@ -73,6 +79,7 @@ class PersistValuesOperator(BaseOperator):
         "role",
         "night",
         "conn_id",
+        "storage_conn_id",
         "commit_sha",
         "training_job_id",
         "provenance",
@@ -92,16 +99,17 @@ class PersistValuesOperator(BaseOperator):
         commit_sha: str | None = None,
         training_job_id: str | None = None,
         provenance: Mapping[str, Any] | None = None,
+        storage_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(conn_id=conn_id, **kwargs)
         self.series = series
         self.selection = selection
         self.backend = backend
         self.suite = suite
         self.role = role
         self.night = night
-        self.conn_id = conn_id
+        self.storage_conn_id = storage_conn_id
         self.commit_sha = commit_sha
         self.training_job_id = training_job_id
         self.provenance = provenance
@@ -114,7 +122,7 @@ class PersistValuesOperator(BaseOperator):
         }
         for name, value in values.items():
             if not isinstance(value, str):
-                raise AirflowFailException(f"{name} must be a non-empty string, got {value!r}")
+                raise self.bad_input(f"{name} must be a non-empty string, got {value!r}")
         return SeriesIdentity(**values)
 
     def _run(self, context: Context, identity: SeriesIdentity) -> RunInfo:
@@ -142,18 +150,45 @@ class PersistValuesOperator(BaseOperator):
             provenance=provenance,
         )
 
+    def _selections(self, payload: Any) -> tuple[list[Selection], tuple[str, str] | None]:
+        """Return the selections, and the location and checksum of the record they came from, if any."""
+        if not is_reference(payload):
+            try:
+                return payload_to_selection(payload), None
+            except (ValueError, KeyError, TypeError) as err:
+                raise self.bad_input(f"selection is not usable: {err}") from err
+        try:
+            declarations = reference_declarations(payload)
+        except (ValueError, KeyError, TypeError) as err:
+            raise self.bad_input(f"selection is not usable: {err}") from err
+        location, checksum = payload["location"], payload["checksum"]
+        storage_conn_id = optional(self.storage_conn_id) or payload.get("storage_conn_id")
+        self.log.info("Reading training record %s, checked against checksum %s", location, checksum)
+        with self.core_errors(record=location):
+            record, from_copy = checked_record(location, storage_conn_id, payload["format"], checksum)
+        if from_copy:
+            self.log.info("Read the local copy ingest verified of %s (not downloaded again)", location)
+        selections = select(record, declarations)
+        for s in selections:
+            if s.error is not None:
+                self.log.warning("%s: cannot select: %s", printable(s.declaration.metric_key), printable(s.error))
+        self.log.info(
+            "Selected %s value(s) for %s declaration(s), %s declaration error(s)",
+            sum(len(s) for s in selections),
+            len(selections),
+            sum(1 for s in selections if s.error is not None),
+        )
+        return selections, (location, checksum)
+
     def execute(self, context: Context) -> dict[str, Any]:
-        """Write the run; return what identifies it (pushed to XCom).
+        """Select from the record, write the run; return what identifies it (pushed to XCom).
 
         :param context: the task context.
         """
         payload = self.selection if self.selection is not None else upstream_value(self, context, "selection")
-        try:
-            selections = payload_to_selection(payload)
-        except (ValueError, KeyError, TypeError) as err:
-            raise AirflowFailException(f"{self.task_id}: selection is not usable: {err}") from err
         identity = self._identity()
         run = self._run(context, identity)
+        selections, pinned = self._selections(payload)
         self.log.info(
             "Storing run %s of series %s (%s, %s) as %s, logical date %s",
             run.run_id,
@@ -163,9 +198,10 @@ class PersistValuesOperator(BaseOperator):
             run.role,
             run.logical_date.isoformat(),
         )
-        with store_errors(self.task_id):
-            with open_metric_store(resolve_conn_id(self.conn_id)) as store:
-                written = persist(store, identity, run, selections)
+        with self.store() as store:
+            written = persist(store, identity, run, selections)
+        if pinned is not None:
+            drop_copy(*pinned)
         self.log.info(
             "Stored %s value(s) and %s selection error(s) for %s declaration(s) under run %s",
             written["rows"],

@@ -1,4 +1,4 @@
-"""Pick the training steps every gate declaration asks for."""
+"""Resolve the gate declarations and pin the record they select from: a reference, never values."""
 
 from __future__ import annotations
 
@@ -6,43 +6,114 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
-
 from airflow_metric_gate.declarations import (
-    DeclarationError,
     GateDeclaration,
     collapse_duplicates,
     load_gates_file,
     resolve_declarations,
 )
 from airflow_metric_gate.enums import RecordFormat
-from airflow_metric_gate.operators._record_copy import drop_copy, read_copy
 from airflow_metric_gate.operators._shared import optional, upstream_value
-from airflow_metric_gate.operators.ingest import read_record_at, record_location
-from airflow_metric_gate.pipeline import select, selection_to_payload
+from airflow_metric_gate.operators.base import MetricGateBaseOperator
+from airflow_metric_gate.operators.ingest import pinned_record, record_location
 from airflow_metric_gate.printable import printable
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+#: The version of the reference :class:`SelectStepsOperator` returns (1 carried the values).
+REFERENCE_VERSION = 2
+#: The counts of the ingest summary a reference carries on.
+_COUNTS = ("metrics", "points", "files", "skipped")
+_CHECKSUM_LENGTH = 64
 
-class SelectStepsOperator(BaseOperator):
-    """Select, from the record, the values each gate declaration asks for.
+
+def selection_reference(
+    *,
+    location: str,
+    format: str,
+    checksum: str,
+    declarations: Sequence[GateDeclaration],
+    counts: Mapping[str, Any],
+    storage_conn_id: str | None = None,
+) -> dict[str, Any]:
+    """Return what :class:`SelectStepsOperator` passes on: the record pinned, the declarations resolved.
+
+    Its size does not grow with the record: a few hundred bytes per declaration.
+
+    :param location: the record location.
+    :param format: the record format.
+    :param checksum: the record's checksum (see ``_record_copy``).
+    :param declarations: the resolved declarations.
+    :param counts: the record's counts (``metrics``, ``points``, ``files``, ``skipped``).
+    :param storage_conn_id: the Airflow connection of the object storage, if any.
+    """
+    reference: dict[str, Any] = {
+        "version": REFERENCE_VERSION,
+        "location": location,
+        "format": format,
+        "checksum": checksum,
+        "declarations": [d.to_dict() for d in declarations],
+        "counts": {"declarations": len(declarations), **{k: counts[k] for k in _COUNTS if k in counts}},
+    }
+    if storage_conn_id:
+        reference["storage_conn_id"] = storage_conn_id
+    return reference
+
+
+def is_reference(payload: Any) -> bool:
+    """Return whether ``payload`` is a reference :func:`selection_reference` made.
+
+    :param payload: an upstream XCom value or a parameter.
+    """
+    return isinstance(payload, Mapping) and payload.get("version") == REFERENCE_VERSION
+
+
+def reference_declarations(reference: Mapping[str, Any]) -> list[GateDeclaration]:
+    """Return the declarations of a reference, checking its fields.
+
+    :param reference: from :func:`selection_reference`.
+    :raises ValueError: a field is missing or malformed.
+    """
+    for name in ("location", "format", "checksum"):
+        if not isinstance(reference.get(name), str) or not reference[name]:
+            raise ValueError(f"the reference has no {name}")
+    if len(reference["checksum"]) != _CHECKSUM_LENGTH:
+        raise ValueError("the reference's checksum is not a SHA-256")
+    problem = RecordFormat.problem(reference["format"], "the reference's format")
+    if problem:
+        raise ValueError(problem)
+    declarations = reference.get("declarations")
+    if not isinstance(declarations, list):
+        raise ValueError("the reference has no declarations list")
+    return [GateDeclaration.from_dict(d) for d in declarations]
+
+
+
+class SelectStepsOperator(MetricGateBaseOperator):
+    """Resolve the gate declarations and pin the record their values are selected from.
 
     Declarations come from a gates file (YAML, JSON, or a Python test file with
     ``register_ci_gate(...)`` calls, parsed and never executed), from ``gates`` written in the DAG
     file, or both.  Invalid declarations or a malformed record fail the task without retries.
-    A declaration that cannot select (metric absent, duplicate step, ...) is not a task failure:
-    it travels on as an ERROR for the verdict.
 
-    The task's return value is the compact selection (one entry per declaration, values as
-    parallel lists), ready for :class:`PersistValuesOperator`.
+    The task's return value is a reference, never the values: the record's location, format and
+    checksum, the resolved declarations, and counts; a few hundred bytes per declaration whatever
+    the record's size::
+
+        {"version": 2, "location": "s3://bucket/nightly/2026-11-30", "format": "series",
+         "checksum": "<sha256>", "declarations": [{"metric_key": ...}, ...],
+         "counts": {"declarations": 7, "metrics": 40, "points": 100000, "files": 8, "skipped": 1}}
+
+    :class:`PersistValuesOperator` reads the record again, checks its checksum, and selects the
+    values there; a declaration that cannot select (metric absent, duplicate step, ...) is not a
+    task failure: it is stored as an ERROR for the verdict.  Given the summary of
+    :class:`IngestRecordOperator` (which read and checked the record), this task does not read the
+    record at all; given a bare location, it reads the record once to check it and compute its
+    checksum.
 
     :param record: the record location, or the summary :class:`IngestRecordOperator` returned;
-        ``None`` takes it from the only upstream task's XCom (templated).  With the summary of a
-        record on object storage, the local copy ingest kept is read when it is on this machine
-        and matches its checksums; otherwise the record is read from the storage again.
+        ``None`` takes it from the only upstream task's XCom (templated).
     :param gates_file: path of a gates file; a relative path is taken from the DAG file's folder (templated).
     :param gates: declarations written in the DAG file: mappings (``metric_key``, ``steps``,
         ``constraint``, ``enforce``, ``allowlist_reason``) or ``GateDeclaration`` objects.
@@ -90,57 +161,52 @@ class SelectStepsOperator(BaseOperator):
         """
         path = self._gates_path()
         if path is None and self.gates is None:
-            raise AirflowFailException(f"{self.task_id}: give gates_file= or gates=")
+            raise self.bad_input("give gates_file= or gates=")
         found: list[GateDeclaration] = []
-        try:
+        with self.core_errors():
             if path is not None:
                 found.extend(load_gates_file(path, defaults=self.defaults))
             if self.gates is not None:
                 source = f"{self.dag_id}.{self.task_id}" if self.has_dag() else self.task_id
                 found.extend(resolve_declarations(self.gates, defaults=self.defaults, source=source))
             found, warnings = collapse_duplicates(found)
-        except DeclarationError as err:
-            raise AirflowFailException(printable(f"invalid gate declarations: {err}")) from err
         for warning in warnings:
             self.log.warning("%s", printable(warning))
         return found
 
     def execute(self, context: Context) -> dict[str, Any]:
-        """Read the record, select, and return the compact selection (pushed to XCom).
+        """Resolve the declarations and return the reference to the pinned record (pushed to XCom).
 
         :param context: the task context.
         """
         upstream = self.record if optional(self.record) is not None else upstream_value(self, context, "record")
         location = record_location(upstream)
         if location is None:
-            raise AirflowFailException(f"{self.task_id}: no record location given")
-        fmt = optional(self.format) or (upstream.get("format") if isinstance(upstream, Mapping) else None)
-        fmt = fmt or "series"
+            raise self.bad_input("no record location given")
+        summary = upstream if isinstance(upstream, Mapping) else {}
+        fmt = optional(self.format) or summary.get("format") or "series"
         problem = RecordFormat.problem(fmt, "format")
         if problem:
-            raise AirflowFailException(problem)
+            raise self.bad_input(problem)
 
         declarations = self.declarations()
         self.log.info("%s gate declaration(s) for record %s", len(declarations), location)
-        copy = upstream.get("copy") if isinstance(upstream, Mapping) else None
-        record = read_copy(location, copy, format=fmt) if copy is not None else None
-        if record is not None:
-            self.log.info("Reading the local copy ingest verified of %s (not downloaded again)", location)
+        checksum = summary.get("checksum")
+        counts: Mapping[str, Any] = summary
+        if isinstance(checksum, str) and len(checksum) == _CHECKSUM_LENGTH and summary.get("format", fmt) == fmt:
+            self.log.info("Record %s was read and checked by the ingest task: not read again here", location)
         else:
-            if copy is not None:
-                self.log.info("No intact local copy of %s on this machine: reading the storage", location)
-            record, _ = read_record_at(location, self.storage_conn_id, fmt)
-        selections = select(record, declarations)
-        drop_copy(location, copy)
-        for s in selections:
-            if s.error is not None:
-                self.log.warning("%s: cannot select: %s", printable(s.declaration.metric_key), printable(s.error))
-        self.log.info(
-            "Selected %s value(s) for %s declaration(s), %s declaration error(s)",
-            sum(len(s) for s in selections),
-            len(selections),
-            sum(1 for s in selections if s.error is not None),
+            self.log.info("Reading training record %s (format %s) to check it and pin its checksum", location, fmt)
+            with self.core_errors(record=location):
+                record, checksum, _ = pinned_record(location, self.storage_conn_id, fmt)
+            counts = {"metrics": len(record), "points": record.point_count(), "files": len(record.sources),
+                      "skipped": len(record.skipped)}
+        self.log.info("Record %s pinned by checksum %s", location, checksum)
+        return selection_reference(
+            location=location,
+            format=fmt,
+            checksum=checksum,
+            declarations=declarations,
+            counts=counts,
+            storage_conn_id=optional(self.storage_conn_id),
         )
-        payload = selection_to_payload(selections)
-        payload["location"] = location
-        return payload

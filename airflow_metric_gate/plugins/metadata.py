@@ -5,10 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_metric_gate.store import MetricStore, StoreInputError, open_store
+from airflow_metric_gate.store import MetricStore
 
 EVALUATE_OPERATOR = "EvaluateGateOperator"
-DEFAULT_CONN_ID = "metric_gate_db"
 
 
 @dataclass
@@ -60,43 +59,15 @@ def task_verdict(dag_id: str, run_id: str, task_id: str, map_index: int) -> Task
     return TaskVerdict(operator=row.operator, state=state, verdict=verdict)
 
 
-def conn_id() -> str:
-    """Return the store's Airflow connection id: ``[metric_gate] conn_id`` (as the operators' default)."""
-    from airflow.configuration import conf
-
-    return conf.get("metric_gate", "conn_id", fallback=DEFAULT_CONN_ID) or DEFAULT_CONN_ID
-
-
 def open_ui_store() -> MetricStore:
     """Open the metric store behind the ``[metric_gate] conn_id`` connection, read by the api-server.
 
-    A ``postgres`` connection opens the production store; a ``sqlite`` connection (host or schema
-    naming the file) the embedded one.
+    Through :class:`~airflow_metric_gate.hooks.metric_store.MetricStoreHook`, as the operators:
+    the same connection types (``metric_gate``, ``postgres``, ``sqlite``) and timeouts.
 
     :raises StoreInputError: the connection's type cannot hold the store.
+    :raises StoreUnavailable: the connection cannot be read.
     """
-    import psycopg2
-    from airflow.models.connection import Connection
+    from airflow_metric_gate.hooks.metric_store import MetricStoreHook
 
-    name = conn_id()
-    connection = Connection.get_connection_from_secrets(name)
-    conn_type = (connection.conn_type or "").lower()
-    if conn_type in ("postgres", "postgresql"):
-        from airflow_metric_gate.store.postgres import PostgresStore
-
-        params = {
-            "host": connection.host or "localhost",
-            "port": connection.port or 5432,
-            "user": connection.login,
-            "password": connection.password,
-            "dbname": connection.schema or None,
-        }
-        params = {k: v for k, v in params.items() if v is not None}
-        return PostgresStore(lambda: psycopg2.connect(**params), description=f"postgres connection {name!r}")
-    if conn_type == "sqlite":
-        path = connection.host or connection.schema
-        if path:
-            return open_store(f"sqlite:///{path}")
-    raise StoreInputError(
-        f"connection {name!r} of type {conn_type or 'unknown'!r} cannot hold the metric store (use postgres)"
-    )
+    return MetricStoreHook().get_store()

@@ -16,7 +16,7 @@ from typing import Any
 from marshmallow import RAISE, Schema, ValidationError, fields, post_load, validates_schema
 
 from airflow_metric_gate.limits import MAX_STEP
-from airflow_metric_gate.schemas.records import format_errors
+from airflow_metric_gate.schemas.messages import format_errors
 
 #: Constraint keys that set the upper end of the band.
 UP_KEYS: tuple[str, ...] = ("rel_up", "abs_floor_up")

@@ -9,18 +9,23 @@
     {"step": 3, "train/grad_norm": 0.5, "rollout/raw_reward": 0.8}
 
 Records can hold millions of points, so the hot path never runs marshmallow per point.
-:func:`load_series_line` and :func:`load_rows_line` first try a tight check built from C-level
-operations that accepts only lines the schemas accept; a line it does not accept goes through
-the schema, which either accepts it or names what is wrong.  The schemas stay the one definition
-of a valid line and the only source of error messages.
+:func:`decode_plain_series_line` decodes and checks a ``series`` line in one pass of msgspec's
+typed JSON decoder, for the common line whose every step is an int and every value a number;
+:func:`decode_series_line` does the same for lines that also hold ``null`` steps, markers or other
+scalar values; :func:`load_series_line` and :func:`load_rows_line` first try a tight check built
+from C-level operations.  Each of them accepts only lines the schemas accept; a line they do not accept goes
+through the schema, which either accepts it or names what is wrong.  The schemas stay the one
+definition of a valid line and the only source of error messages.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from operator import itemgetter
-from typing import Any
+from itertools import compress, count, repeat
+from operator import is_, is_not, itemgetter
+from typing import Annotated, Any
 
+import msgspec
 from marshmallow import EXCLUDE, INCLUDE, Schema, ValidationError, fields, post_load
 
 from airflow_metric_gate.limits import MAX_STEP
@@ -35,6 +40,7 @@ _PAIR_ONLY = {2}
 _first = itemgetter(0)
 _NO_INVALID: list[tuple[object, object]] = []  # shared, never appended to
 _second = itemgetter(1)
+_first_two = itemgetter(0, 1)
 
 
 def _kind(value: object) -> str:
@@ -102,8 +108,8 @@ def may_hold_markers(raw: bytes) -> bool:
 def _fast_points(series: list, decode: bool = True) -> list[tuple[int | None, object]] | None:
     """Convert a series whose points are all valid, or return ``None`` so the schema decides.
 
-    Built from C-level passes only (no Python-level loop per point unless ``decode`` is set and a
-    value is a string).  Anything it cannot turn into a valid point makes it give up.
+    Built from C-level passes only (Python code runs only for the points whose value is a string,
+    when ``decode`` is set).  Anything it cannot turn into a valid point makes it give up.
     """
     if not series:
         return []
@@ -117,18 +123,29 @@ def _fast_points(series: list, decode: bool = True) -> list[tuple[int | None, ob
     if lengths != _PAIR_ONLY:
         if min(lengths) < 2:
             return None
-        points = [p[:2] for p in points]
+        points = list(map(_first_two, points))
     steps = list(map(_first, points))
     step_types = set(map(type, steps))
     if step_types != _INT_ONLY:
         if not step_types <= _STEP_TYPES:
             return None
-        steps = [s for s in steps if s is not None]
+        steps = list(compress(steps, map(is_not, steps, repeat(None))))
     if steps and (min(steps) < 0 or max(steps) > MAX_STEP):
         return None
-    if decode and str in set(map(type, map(_second, points))):
-        points = [(s, VALUE_MARKERS.get(v, v)) if type(v) is str else (s, v) for s, v in points]
+    if decode:
+        _decode_markers(points)
     return points
+
+
+def _decode_markers(points: list[tuple[int | None, object]]) -> None:
+    """Decode the marker values of ``points`` in place (:func:`decode_value`).
+
+    The strings are few: they are found by C-level passes, and only their points are rebuilt.
+    """
+    if str in set(map(type, map(_second, points))):
+        for i in compress(count(), map(is_, map(type, map(_second, points)), repeat(str))):
+            step, value = points[i]
+            points[i] = (step, VALUE_MARKERS.get(value, value))
 
 
 def parse_points(
@@ -251,22 +268,68 @@ _SERIES_SCHEMA = RecordLineSchema()
 _ROWS_SCHEMA = RowsLineSchema()
 
 
-def format_errors(messages: Any) -> str:
-    """Flatten marshmallow error messages into one readable sentence.
+class _PlainSeriesLine(msgspec.Struct):
+    """A ``series`` line whose every step is an int from 0 to 2**63 - 1 and every value a number.
 
-    ``{"series": ["point 3: ..."]}`` becomes ``field 'series': point 3: ...``.
-
-    :param messages: ``ValidationError.messages``.
+    Other members are ignored, as :class:`RecordLineSchema` ignores them.  A point of more than
+    two items, a ``null`` or non-int step, a value that is not a number (a marker string, a
+    boolean, ``null``) or a number beyond the float range does not decode.
     """
-    if isinstance(messages, dict):
-        parts = []
-        for key, value in messages.items():
-            text = format_errors(value)
-            parts.append(text if key == "_schema" else f"field {key!r}: {text}")
-        return "; ".join(parts)
-    if isinstance(messages, (list, tuple)):
-        return "; ".join(format_errors(m) for m in messages)
-    return str(messages)
+
+    metric: Annotated[str, msgspec.Meta(min_length=1)]
+    series: list[tuple[Annotated[int, msgspec.Meta(ge=0, le=MAX_STEP)], float]]
+
+
+_PLAIN_SERIES_DECODER = msgspec.json.Decoder(_PlainSeriesLine)
+
+
+class _SeriesLine(msgspec.Struct):
+    """A ``series`` line whose points are pairs of a valid step (or ``null``) and a scalar value."""
+
+    metric: Annotated[str, msgspec.Meta(min_length=1)]
+    series: list[tuple[Annotated[int, msgspec.Meta(ge=0, le=MAX_STEP)] | None, float | str | bool | None]]
+
+
+_SERIES_DECODER = msgspec.json.Decoder(_SeriesLine)
+
+
+def decode_plain_series_line(raw: bytes) -> tuple[str, list[tuple[int, float]]] | None:
+    """Decode a raw ``series`` line whose points are all plain, or return ``None``.
+
+    Plain points have an int step from 0 to 2**63 - 1 and a finite number as value; the values come
+    back as floats (step selection turns every number into a float anyway).  ``None`` means only
+    that the line is not plain: it then goes through :func:`load_series_line`, which accepts it or
+    says what is wrong.  A line this function accepts is one :func:`load_series_line` accepts, with
+    the same metric, steps and values.
+
+    :param raw: the line as read from the file.
+    """
+    try:
+        line = _PLAIN_SERIES_DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return line.metric, line.series
+
+
+def decode_series_line(raw: bytes, decode: bool = True) -> tuple[str, list[tuple[int | None, object]]] | None:
+    """Decode a raw ``series`` line of pairs with a valid or ``null`` step and a scalar value, or return ``None``.
+
+    For the lines that are not plain (:func:`decode_plain_series_line`) but hold no invalid step,
+    no point of other than two items and no array or object as a value: a ``null`` step, a marker,
+    a boolean or a ``null`` value.  The points come back as :func:`load_series_line` gives them,
+    numbers as floats.  ``None`` means the line goes through :func:`load_series_line`.
+
+    :param raw: the line as read from the file.
+    :param decode: whether values may need marker decoding (see :func:`may_hold_markers`).
+    """
+    try:
+        line = _SERIES_DECODER.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    points = line.series
+    if decode:
+        _decode_markers(points)  # type: ignore[arg-type]
+    return line.metric, points  # type: ignore[return-value]
 
 
 def load_series_line(

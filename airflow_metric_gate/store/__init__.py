@@ -1,22 +1,17 @@
 """The metric store: where runs and their values live (SPEC section 7).
 
 ``open_store(url)`` gives the store for a URL: ``sqlite:///path`` (the embedded default) or
-``postgresql://...``.  Inside Airflow, :meth:`PostgresStore.from_conn_id` goes through
-``PostgresHook``.
+``postgresql://...``.  Inside Airflow, :class:`~airflow_metric_gate.hooks.metric_store.MetricStoreHook`
+opens it from an Airflow connection.
 """
 
 from __future__ import annotations
 
 import os
 
-from airflow_metric_gate.store.base import (
-    MetricStore,
-    RunRow,
-    StoreError,
-    StoreInputError,
-    StoreUnavailable,
-    ValueRow,
-)
+from airflow_metric_gate.store.base import MetricStore
+from airflow_metric_gate.store.errors import StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store.rows import RunRow, ValueRow
 from airflow_metric_gate.store.urls import POSTGRES_SCHEMES, SQLITE_PREFIX, URL_FORMS, safe_url
 
 DEFAULT_STORE_URL = "sqlite:///metric_gate.db"

@@ -14,207 +14,23 @@ import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_metric_gate.dates import utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
+from airflow_metric_gate.store.errors import StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store.rows import (
+    PROVENANCE_COLUMNS,
+    VALUE_COLUMNS,
+    HistoryWindow,
+    MarkedRun,
+    RunRow,
+    ValueRow,
+    WindowRun,
+)
 from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
-
-#: Provenance keys that have their own ``runs`` column; any other key goes to ``runs.provenance``.
-PROVENANCE_COLUMNS = ("dag_id", "airflow_run_id", "try_number", "map_index", "commit_sha", "training_job_id")
-
-VALUE_COLUMNS = ("run_id", "metric_key", "steps_key", "constraint_key", "step", "value", "at_step", "ordinal")
-
-
-class StoreError(Exception):
-    """A store operation failed."""
-
-
-class StoreUnavailable(StoreError):
-    """The store could not be reached or was busy; retrying later may succeed."""
-
-
-class StoreInputError(StoreError, ValueError):
-    """The data handed to the store is invalid; retrying will not help."""
-
-
-@dataclass
-class RunRow:
-    """What the store keeps about one gated run (the ``runs`` row, minus its values)."""
-
-    run_id: str
-    series: str
-    backend: str
-    suite: str
-    role: str
-    status: str
-    logical_date: datetime
-    provenance: dict = field(default_factory=dict)
-    declarations: list = field(default_factory=list)
-    selection_errors: list = field(default_factory=list)
-    status_reason: str | None = None
-    rebaseline: bool = False
-
-
-@dataclass(frozen=True)
-class WindowRun:
-    """A run in the history window of another run (see :meth:`MetricStore.history_window`)."""
-
-    run_id: str
-    logical_date: datetime
-    status: str
-    airflow_run_id: str | None = None
-
-
-@dataclass
-class HistoryWindow:
-    """The earlier runs a run's baseline can come from, newest first.
-
-    :param runs: the window: the ``history_limit`` most recent earlier baseline runs of the series
-        identity that are not ``untrusted`` and not before the rebaseline marker.
-    :param limit: the ``history_limit`` asked for.
-    :param since: the logical date of the rebaseline marker in force, if any.
-    :param found: whether the store has the run at all.
-    """
-
-    runs: list[WindowRun]
-    limit: int
-    since: datetime | None = None
-    found: bool = True
-
-    @property
-    def pending(self) -> list[WindowRun]:
-        """The window's runs still ``pending`` (not yet judged), oldest first."""
-        return [r for r in reversed(self.runs) if r.status == "pending"]
-
-    @property
-    def full(self) -> bool:
-        """Whether the window holds ``limit`` runs (an older run could not enter it)."""
-        return len(self.runs) >= self.limit
-
-    @property
-    def oldest(self) -> datetime | None:
-        """The logical date of the oldest run in the window."""
-        return self.runs[-1].logical_date if self.runs else None
-
-
-@dataclass(frozen=True)
-class ValueRow:
-    """One ``metric_values`` row of a run: a coordinate and its value."""
-
-    ordinal: int
-    metric_key: str
-    steps_key: str
-    constraint_key: str
-    step: int
-    value: float
-    at_step: int | None
-
-
-@dataclass(frozen=True)
-class MarkedRun:
-    """A run matched by a mark: as it was before, and what it is now."""
-
-    run: RunRow
-    status: str
-    reason: str | None
-
-    @property
-    def changed(self) -> bool:
-        """Whether the run's status changed."""
-        return self.run.status != self.status
-
-
-def utc(dt: datetime) -> datetime:
-    """Return ``dt`` as an aware UTC datetime (naive datetimes are taken as UTC)."""
-    if dt.tzinfo is None:
-        return dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc)
-
-
-#: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
-#: before its logical date (``fence``), shared by the statements that read its earlier runs.
-_CUR_AND_FENCE = """
-WITH cur AS (
-    SELECT series, backend, suite, logical_date FROM runs WHERE run_id = %s
-),
-fence AS (
-    SELECT MAX(r.logical_date) AS since
-    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
-    WHERE r.rebaseline = TRUE AND r.logical_date <= cur.logical_date
-)"""
-
-#: The baseline runs of a run: the most recent trusted baseline runs of its series identity with an
-#: earlier logical date, not before the latest rebaseline marker (at most ``history_limit``).
-BASELINE_RUNS_SQL = _CUR_AND_FENCE + """
-SELECT r.run_id
-FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
-CROSS JOIN fence
-WHERE r.role = 'baseline' AND r.status = 'trusted'
-  AND r.logical_date < cur.logical_date AND r.run_id <> %s
-  AND (fence.since IS NULL OR r.logical_date >= fence.since)
-ORDER BY r.logical_date DESC, r.run_id DESC
-LIMIT %s
-"""
-
-#: The history window of a run: its earlier baseline runs of the same series identity that are not
-#: ``untrusted``, not before the latest rebaseline marker, the ``history_limit`` most recent of them.
-#: These are the runs its baseline is read from once every ``pending`` one among them is decided.
-#: One row per window run (one row of nulls when the window is empty), each with the rebaseline
-#: fence and whether the run exists.
-HISTORY_WINDOW_SQL = _CUR_AND_FENCE + """,
-win AS (
-    SELECT r.run_id, r.logical_date, r.status, r.airflow_run_id
-    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
-    CROSS JOIN fence
-    WHERE r.role = 'baseline' AND r.status <> 'untrusted'
-      AND r.logical_date < cur.logical_date AND r.run_id <> %s
-      AND (fence.since IS NULL OR r.logical_date >= fence.since)
-    ORDER BY r.logical_date DESC, r.run_id DESC
-    LIMIT %s
-)
-SELECT win.run_id, win.logical_date, win.status, win.airflow_run_id, fence.since, (SELECT COUNT(*) FROM cur)
-FROM fence LEFT JOIN win ON TRUE
-ORDER BY win.logical_date DESC, win.run_id DESC
-"""
-
-#: The baselines of every coordinate of a run in one statement.  Each baseline run's rows are read
-#: by their own branch, through the (run_id, coordinate) index, so the cost follows the number of
-#: baseline runs and coordinates, never the length of the stored history.
-_BASELINE_SQL = """
-SELECT c.ordinal, {select}
-FROM metric_values c
-JOIN ({runs}) h
-  ON h.metric_key = c.metric_key AND h.steps_key = c.steps_key
- AND h.constraint_key = c.constraint_key AND h.step = c.step
-WHERE c.run_id = %s
-{group}"""
-_BASELINE_RUN_BRANCH = "SELECT metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
-
-
-def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:
-    """Return the statement reading the baselines of a run from ``baseline_runs`` baseline runs.
-
-    Parameters: the baseline run ids, then the run id.  It returns the baseline values themselves
-    and leaves aggregating to the caller: a sum taken by the database depends on the order it scans
-    the rows in (and SQLite and PostgreSQL sum differently), so the same history could give
-    different means at band edges.
-
-    :param baseline_runs: how many baseline run ids are bound.
-    :param arrays: one row per ordinal with an array of its values (PostgreSQL ``array_agg``; less
-        to transfer and nothing to group in Python), instead of one row per value.
-    """
-    runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH] * baseline_runs)
-    if arrays:
-        return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, group="GROUP BY c.ordinal\n")
-    return _BASELINE_SQL.format(select="h.value", runs=runs, group="")
-
-
-_RUN_COLUMNS = (
-    "run_id, series, backend, suite, role, status, logical_date, provenance, declarations, "
-    "selection_errors, status_reason, rebaseline"
-)
+from airflow_metric_gate.store.sql import BASELINE_RUNS_SQL, HISTORY_WINDOW_SQL, RUN_COLUMNS, baseline_sql, equal_to
 
 
 class MetricStore:
@@ -473,12 +289,8 @@ class MetricStore:
                 "an Airflow run id is unique only inside one DAG (every DAG has its scheduled__<date> runs): "
                 "give the dag_id too"
             )
-        where = [f"{column} = %s"]
-        params: list[Any] = [key]
-        for name, value in (("dag_id", dag_id), ("series", series), ("backend", backend), ("suite", suite)):
-            if value is not None:
-                where.append(f"{name} = %s")
-                params.append(value)
+        where, params = equal_to(((column, key), ("dag_id", dag_id), ("series", series), ("backend", backend),
+                                  ("suite", suite)))
         return " AND ".join(where), params
 
     def mark_runs(
@@ -517,7 +329,7 @@ class MetricStore:
         marked: list[MarkedRun] = []
         with self._transaction() as cur:
             self._execute(
-                cur, f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY logical_date, run_id{self._lock_rows}",
+                cur, f"SELECT {RUN_COLUMNS} FROM runs WHERE {where} ORDER BY logical_date, run_id{self._lock_rows}",
                 params,
             )
             now = self._ts(datetime.now(timezone.utc))
@@ -623,7 +435,7 @@ class MetricStore:
         :param run_id: the store run id.
         """
         with self._transaction() as cur:
-            self._execute(cur, f"SELECT {_RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,))
+            self._execute(cur, f"SELECT {RUN_COLUMNS} FROM runs WHERE run_id = %s", (run_id,))
             row = cur.fetchone()
         return None if row is None else self._run_from_row(row)
 
@@ -648,7 +460,7 @@ class MetricStore:
         """
         where, params = self._match(by, key, dag_id, series, backend, suite)
         with self._transaction() as cur:
-            self._execute(cur, f"SELECT {_RUN_COLUMNS} FROM runs WHERE {where} ORDER BY logical_date, run_id", params)
+            self._execute(cur, f"SELECT {RUN_COLUMNS} FROM runs WHERE {where} ORDER BY logical_date, run_id", params)
             return [self._run_from_row(r) for r in cur.fetchall()]
 
     def list_runs(
@@ -661,13 +473,10 @@ class MetricStore:
         :param suite: only this suite.
         :param limit: at most this many runs.
         """
-        sql = f"SELECT {_RUN_COLUMNS} FROM runs"
-        params: list[Any] = []
-        where = [(column, value) for column, value in (("series", series), ("backend", backend), ("suite", suite))
-                 if value is not None]
+        sql = f"SELECT {RUN_COLUMNS} FROM runs"
+        where, params = equal_to((("series", series), ("backend", backend), ("suite", suite)))
         if where:
-            sql += " WHERE " + " AND ".join(f"{column} = %s" for column, _ in where)
-            params.extend(value for _, value in where)
+            sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY logical_date DESC, run_id DESC LIMIT %s"
         params.append(limit)
         with self._transaction() as cur:
@@ -752,13 +561,11 @@ class MetricStore:
             "SELECT r.run_id, r.logical_date, r.backend, r.suite, r.role, r.status, "
             "v.steps_key, v.constraint_key, v.step, v.at_step, v.value "
             "FROM metric_values v JOIN runs r ON r.run_id = v.run_id "
-            "WHERE v.metric_key = %s AND r.series = %s"
+            "WHERE "
         )
-        params: list[Any] = [metric_key, series]
-        for column, value in (("r.backend", backend), ("r.suite", suite), ("v.step", step)):
-            if value is not None:
-                sql += f" AND {column} = %s"
-                params.append(value)
+        where, params = equal_to((("v.metric_key", metric_key), ("r.series", series), ("r.backend", backend),
+                                  ("r.suite", suite), ("v.step", step)))
+        sql += " AND ".join(where)
         sql += " ORDER BY r.logical_date DESC, r.run_id DESC, v.ordinal LIMIT %s"
         params.append(limit)
         keys = (
@@ -850,7 +657,7 @@ class MetricStore:
         :param declarations: also read each run's declarations (a page of runs does not need them).
         """
         where, params = self._dag_filter(dag_ids, include_unowned)
-        columns = _RUN_COLUMNS if declarations else _RUN_COLUMNS.replace("declarations,", "NULL,", 1)
+        columns = RUN_COLUMNS if declarations else RUN_COLUMNS.replace("declarations,", "NULL,", 1)
         sql = (
             f"SELECT {columns} FROM runs r WHERE r.series = %s AND r.backend = %s AND r.suite = %s{where} "
             "ORDER BY r.logical_date DESC, r.run_id DESC LIMIT %s OFFSET %s"
@@ -996,7 +803,7 @@ class MetricStore:
         with self._transaction() as cur:
             self._execute(
                 cur,
-                f"SELECT {_RUN_COLUMNS} FROM runs WHERE series = %s AND backend = %s AND suite = %s "
+                f"SELECT {RUN_COLUMNS} FROM runs WHERE series = %s AND backend = %s AND suite = %s "
                 "ORDER BY logical_date, run_id",
                 (series, backend, suite),
             )
@@ -1040,8 +847,3 @@ def _group_by_ordinal(rows: Iterable[tuple[int, float]]) -> dict[int, list[float
         else:
             values.append(value)
     return history
-
-
-def value_rows(items: Iterable[tuple[int, str, str, str, int, float, int | None]]) -> list[ValueRow]:
-    """Build :class:`ValueRow` objects from plain tuples (ordinal first)."""
-    return [ValueRow(*item) for item in items]

@@ -1,4 +1,4 @@
-"""The production store: PostgreSQL, through an Airflow ``PostgresHook`` or a plain URL.
+"""The production store: PostgreSQL, through a plain URL or a DB-API hook (``PostgresHook``).
 
 A run's values are loaded with ``COPY`` inside the run's transaction, after its old rows (if the
 run is being written again) are deleted, so a retry replaces its own rows.
@@ -7,14 +7,13 @@ run is being written again) are deleted, so a retry replaces its own rows.
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import quote
 
 import psycopg2
 
-from airflow_metric_gate.store.base import VALUE_COLUMNS, MetricStore
+from airflow_metric_gate.store.base import MetricStore
+from airflow_metric_gate.store.rows import VALUE_COLUMNS
 from airflow_metric_gate.store.urls import Timeouts, parse_postgres_url, scrub
 
 _COPY_SQL = f"COPY metric_values ({', '.join(VALUE_COLUMNS)}) FROM STDIN"
@@ -87,8 +86,8 @@ class PostgresStore(MetricStore):
 
     Every transaction runs under ``statement_timeout`` (lock waits included), so a store that
     stops answering ends in :class:`StoreUnavailable` instead of a hang; new connections wait at
-    most ``connect_timeout`` (set by whoever builds ``connect``: :meth:`from_url` and
-    :meth:`from_conn_id` do).
+    most ``connect_timeout`` (set by whoever builds ``connect``: :meth:`from_url` does, and
+    :class:`~airflow_metric_gate.hooks.metric_store.MetricStoreHook` for an Airflow connection).
 
     :param connect: returns a new DB-API connection (psycopg2, or psycopg 3).
     :param description: names the store in error messages (never includes a password).
@@ -141,33 +140,6 @@ class PostgresStore(MetricStore):
         """
         conn_id = getattr(hook, "postgres_conn_id", None) or getattr(hook, "conn_name_attr", "postgres")
         return cls(hook.get_conn, description=f"postgres connection {conn_id!r}", timeouts=timeouts, secrets=secrets)
-
-    @classmethod
-    def from_conn_id(cls, conn_id: str) -> PostgresStore:
-        """Open a store on an Airflow connection id through ``PostgresHook``.
-
-        The connection's extras may set ``connect_timeout`` (seconds) and ``statement_timeout``
-        (as in a store URL); the defaults apply otherwise.  Every other extra goes to the hook as
-        usual.
-
-        :param conn_id: the Airflow connection id (default of the operators: ``metric_gate_db``).
-        :raises StoreInputError: a timeout extra is not a valid duration.
-        """
-        from airflow.providers.postgres.hooks.postgres import PostgresHook
-
-        hook = PostgresHook(postgres_conn_id=conn_id)
-        connection = hook.connection
-        extra = dict(connection.extra_dejson)
-        timeouts = Timeouts.read(extra, f"extra of Airflow connection {conn_id!r}")
-        # statement_timeout is not a libpq option: it is set per transaction (see _begin).
-        extra.pop("statement_timeout", None)
-        extra["connect_timeout"] = timeouts.connect
-        connection.extra = json.dumps(extra)
-        password = connection.password or ""
-        secrets = (password, quote(password, safe=""))
-        store = cls.from_hook(hook, timeouts=timeouts, secrets=secrets)
-        store.description = f"postgres connection {conn_id!r}"
-        return store
 
     def _begin(self, cur: Any) -> None:
         cur.execute("SELECT set_config('statement_timeout', %s, true)", (f"{self.timeouts.statement_ms}ms",))

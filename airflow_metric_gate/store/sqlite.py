@@ -7,7 +7,8 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-from airflow_metric_gate.store.base import MetricStore, utc
+from airflow_metric_gate.dates import utc
+from airflow_metric_gate.store.base import MetricStore
 from airflow_metric_gate.store.urls import DEFAULT_SQLITE_TIMEOUT, parse_sqlite_url
 
 

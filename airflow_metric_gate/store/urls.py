@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from airflow_metric_gate.store.base import StoreInputError
+from airflow_metric_gate.store.errors import StoreInputError
 
 POSTGRES_SCHEMES = ("postgresql", "postgres", "postgresql+psycopg2")
 SQLITE_PREFIX = "sqlite:///"

@@ -182,7 +182,7 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory, pg_database_url: str) ->
                if line.startswith(RESULT_PREFIX)]
     assert proc.returncode == 0 and len(reports) == len(runs), proc.stdout[-6000:] + proc.stderr[-3000:]
     bad = reports[-1]
-    assert bad["tasks"]["evaluate_gate"]["state"] == "failed", bad
+    assert bad["tasks"]["metric_gate.evaluate_gate"]["state"] == "failed", bad
 
     log = (home / "api-server.log").open("w")
     server = subprocess.Popen(
@@ -200,7 +200,7 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory, pg_database_url: str) ->
                 if server.poll() is not None or time.monotonic() > deadline:
                     pytest.fail("api-server did not start:\n" + (home / "api-server.log").read_text()[-6000:])
                 time.sleep(1)
-        yield UiServer(url=url, env=env, bad_run_id=bad["run_id"], bad_verdict=bad["xcom"]["evaluate_gate"],
+        yield UiServer(url=url, env=env, bad_run_id=bad["run_id"], bad_verdict=bad["xcom"]["metric_gate.evaluate_gate"],
                        store_url=pg_database_url)
     finally:
         try:

@@ -24,7 +24,8 @@ LAUNCH_ARGS = [
 
 def _task_path(server: UiServer) -> str:
     query = urllib.parse.urlencode(
-        {"dag_id": DAG_ID, "run_id": server.bad_run_id, "task_id": "evaluate_gate", "map_index": "{MAP_INDEX}"}
+        {"dag_id": DAG_ID, "run_id": server.bad_run_id, "task_id": "metric_gate.evaluate_gate",
+         "map_index": "{MAP_INDEX}"}
     )
     return f"/metric-gate/task?{query}"
 
@@ -125,7 +126,7 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
 
             # The task-instance tab of the regressed night's evaluate task, inside the Airflow UI.
             run = urllib.parse.quote(ui_server.bad_run_id, safe="")
-            page.goto(f"{ui_server.url}/dags/{DAG_ID}/runs/{run}/tasks/evaluate_gate/plugin/metric-gate-task")
+            page.goto(f"{ui_server.url}/dags/{DAG_ID}/runs/{run}/tasks/metric_gate.evaluate_gate/plugin/metric-gate-task")
             frame = page.frame_locator("iframe[title='Metric gate']")
             summary = frame.locator(".mg-summary li").first
             expect(summary).to_contain_text("rollout/raw_reward", timeout=60_000)

@@ -27,16 +27,16 @@ def test_demo_builds_history_then_fails_the_regressed_night(tmp_path):
     assert "TRUSTED (121 results, 0 fail, 0 error)\n" in out  # the per-night summary line, nothing after it
 
 
-    # The task logs the demo points at exist and hold the regressed night's evaluate_gate log.
+    # The task logs the demo points at exist and hold the regressed night's metric_gate.evaluate_gate log.
     pointed = re.search(r"task logs[^:]*: (\S+)", out)
     assert pointed, out[-2000:]
     named = pointed.group(1)
     assert named == str(tmp_path / "logs" / "2026-11-03.log"), named
-    assert "starting task_id=evaluate_gate" in (tmp_path / "logs" / "2026-11-03.log").read_text()
+    assert "starting task_id=metric_gate.evaluate_gate" in (tmp_path / "logs" / "2026-11-03.log").read_text()
 
-    # The regressed night's evaluate_gate log opens with one summary line per failing declaration.
+    # The regressed night's metric_gate.evaluate_gate log opens with one summary line per failing declaration.
     log = (tmp_path / "logs" / "2026-11-03.log").read_text()
-    task = log[log.index("starting task_id=evaluate_gate"):]
+    task = log[log.index("starting task_id=metric_gate.evaluate_gate"):]
     ours = [line for line in task.splitlines() if "operators.evaluate" in line]
     assert "REGRESSED train/grad_norm (steps \"all\"): 15 of 40 steps FAIL, steps 25..39, above band" in ours[0]
     assert "REGRESSED rollout/raw_reward (steps \"all\"): 30 of 40 steps FAIL, steps 10..39, below band" in ours[1]

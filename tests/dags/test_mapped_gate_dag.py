@@ -1,4 +1,4 @@
-"""examples/several_series_mapped.py: a task group mapped over series identities, on Postgres.
+"""examples/several_series_mapped.py: the metric_gate task group mapped over series identities, on Postgres.
 
 One store run per map index, XCom routed per index, each series judged against its own history
 only; a regression of one series fails only its own map index.
@@ -36,20 +36,21 @@ def test_each_series_is_its_own_map_index_store_run_and_history(airflow_env, pg_
 
     for night, result in zip(NIGHTS[:-1], results):
         assert result.state == "success", (night, result.output[-6000:])
-        persisted = [result.xcom[f"gate_series.persist_values[{i}]"] for i in range(2)]
-        verdicts = [result.xcom[f"gate_series.evaluate_gate[{i}]"] for i in range(2)]
+        persisted = [result.xcom[f"metric_gate.persist_values[{i}]"] for i in range(2)]
+        verdicts = [result.xcom[f"metric_gate.evaluate_gate[{i}]"] for i in range(2)]
         assert [p["series"] for p in persisted] == list(REWARD)
         assert persisted[0]["run_id"] != persisted[1]["run_id"]
-        assert [(v["series"], v["suite"], v["run_id"]) for v in verdicts] == [
-            (p["series"], SUITE[p["series"]], p["run_id"]) for p in persisted
+        # The dicts name series, suite and path: backend is the task group's default.
+        assert [(v["series"], v["backend"], v["suite"], v["run_id"]) for v in verdicts] == [
+            (p["series"], "cuda", SUITE[p["series"]], p["run_id"]) for p in persisted
         ]
         assert all(v["trusted"] for v in verdicts), verdicts
 
     last = results[-1]  # rl-70b regressed: only its evaluate task fails; rl-7b passes on its own history
     assert last.state == "failed"
-    assert last.task_state("gate_series.evaluate_gate[0]") == "success"
-    assert last.task_state("gate_series.evaluate_gate[1]") == "failed"
-    good, bad = last.xcom["gate_series.evaluate_gate[0]"], last.xcom["gate_series.evaluate_gate[1]"]
+    assert last.task_state("metric_gate.evaluate_gate[0]") == "success"
+    assert last.task_state("metric_gate.evaluate_gate[1]") == "failed"
+    good, bad = last.xcom["metric_gate.evaluate_gate[0]"], last.xcom["metric_gate.evaluate_gate[1]"]
     assert (good["series"], good["trusted"], good["counts"]["PASS"]) == ("rl-7b", True, 4)
     assert (bad["series"], bad["trusted"], bad["counts"]["FAIL"]) == ("rl-70b", False, 2)
     assert [r["ref"] for r in bad["results"]] == pytest.approx([REWARD["rl-70b"]] * 2)

@@ -37,9 +37,9 @@ def test_baseline_run_without_logical_date_is_stored_under_its_night(airflow_env
     *_, missed = airflow_env.dag_tests(runs, env={"AIRFLOW_CONN_METRIC_GATE_DB": f"sqlite:///{db}"})
 
     assert missed.state == "success", missed.output[-6000:]
-    assert missed.xcom["persist_values"]["logical_date"] == "2026-11-02T00:00:00+00:00"
-    assert missed.xcom["evaluate_gate"]["logical_date"] == "2026-11-02T00:00:00+00:00"
-    assert missed.xcom["evaluate_gate"]["role"] == "baseline"
+    assert missed.xcom["metric_gate.persist_values"]["logical_date"] == "2026-11-02T00:00:00+00:00"
+    assert missed.xcom["metric_gate.evaluate_gate"]["logical_date"] == "2026-11-02T00:00:00+00:00"
+    assert missed.xcom["metric_gate.evaluate_gate"]["role"] == "baseline"
     with sqlite3.connect(db) as conn:
         nights = [row[0][:10] for row in conn.execute("SELECT logical_date FROM runs ORDER BY logical_date")]
     assert nights == ["2026-11-01", "2026-11-02", "2026-11-03"]

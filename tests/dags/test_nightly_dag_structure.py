@@ -1,4 +1,4 @@
-"""dags/nightly_metric_gate.py as the scheduler sees it: schedule, params, wiring, docs."""
+"""dags/nightly_metric_gate.py (the packaged nightly DAG) as the scheduler sees it: schedule, params, wiring, docs."""
 
 from __future__ import annotations
 
@@ -33,16 +33,23 @@ def test_params_for_record_root_series_identity_and_gates_file(dag):
     assert (DAG_FILE.parent / dag.params["gates_file"]).is_file()
 
 
-def test_sensor_then_the_four_operators_in_a_line(dag):
-    order = ["wait_for_record", "ingest_record", "select_steps", "persist_values", "evaluate_gate"]
+def test_sensor_then_the_four_operators_in_a_line_in_the_metric_gate_group(dag):
+    order = [f"metric_gate.{name}" for name in
+             ("wait_for_record", "ingest_record", "select_steps", "persist_values", "evaluate_gate")]
     assert sorted(dag.task_ids) == sorted(order)
     for upstream, downstream in zip(order, order[1:], strict=False):
         assert dag.get_task(downstream).upstream_task_ids == {upstream}
+    assert set(dag.task_group_dict) == {"metric_gate"}
 
 
 def test_scheduled_runs_fail_loudly(dag):
-    assert dag.get_task("evaluate_gate").enforce is True
-    assert dag.get_task("wait_for_record").deferrable is True
+    assert dag.get_task("metric_gate.evaluate_gate").enforce is True
+    assert dag.get_task("metric_gate.wait_for_record").deferrable is True
+
+
+def test_the_doc_names_every_task_by_its_id(dag):
+    for task_id in dag.task_ids:
+        assert f"`{task_id}`" in dag.doc_md
 
 
 def test_doc_tells_on_call_how_to_read_a_failure(dag):
@@ -59,7 +66,7 @@ def test_doc_tells_on_call_how_to_read_a_failure(dag):
     ],
 )
 def test_record_path_is_the_nights_folder(dag, night, logical_date, expected):
-    sensor = copy.deepcopy(dag.get_task("wait_for_record"))  # rendering is in place
+    sensor = copy.deepcopy(dag.get_task("metric_gate.wait_for_record"))  # rendering is in place
     dag_run = SimpleNamespace(logical_date=logical_date, run_after=datetime(2026, 12, 1, 6, tzinfo=timezone.utc))
     sensor.render_template_fields({"params": {"record_root": "/records", "night": night}, "dag_run": dag_run})
     assert sensor.path == expected

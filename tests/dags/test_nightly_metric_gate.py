@@ -23,6 +23,7 @@ pytestmark = pytest.mark.airflow_db
 
 DAG_ID = "nightly_metric_gate"
 DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
+PACKAGED_DAG = Path(__file__).resolve().parents[2] / "airflow_metric_gate" / "example_dags" / "nightly_metric_gate.py"
 RUN_PREFIX = "@@metric-gate-dag-run@@ "  # starts each run's output in AirflowEnv.dag_tests
 SERIES = "rl-dagtest"
 GOOD = {"train/grad_norm": 1.0, "train/ppo_kl": 0.05, "rollout/raw_reward": 0.8}
@@ -146,19 +147,19 @@ def test_baseline_nights_pass_then_a_regression_fails_loudly(airflow_env, nights
 
     for night in clean:
         assert night.state == "success", night.output[-6000:]
-        verdict = night.xcom["evaluate_gate"]
+        verdict = night.xcom["metric_gate.evaluate_gate"]
         assert verdict["trusted"] is True and verdict["role"] == "baseline"
         json.dumps(night.xcom)
-        stored = gate_store.run(night.xcom["persist_values"]["run_id"])
+        stored = gate_store.run(night.xcom["metric_gate.persist_values"]["run_id"])
         assert (stored["status"], stored["role"], stored["rows"]) == ("trusted", "baseline", ROWS_PER_NIGHT)
-    assert clean[-1].xcom["persist_values"]["rows"] == ROWS_PER_NIGHT
-    assert clean[-1].xcom["evaluate_gate"]["counts"]["PASS"] > 0  # judged against the first nights
+    assert clean[-1].xcom["metric_gate.persist_values"]["rows"] == ROWS_PER_NIGHT
+    assert clean[-1].xcom["metric_gate.evaluate_gate"]["counts"]["PASS"] > 0  # judged against the first nights
 
     assert result.state == "failed"
-    assert result.task_state("evaluate_gate") == "failed"
-    assert result.tasks["evaluate_gate"]["try_number"] == 1  # a regression is not retried
-    assert result.task_state("persist_values") == "success"
-    verdict = result.xcom["evaluate_gate"]  # pushed before the task failed
+    assert result.task_state("metric_gate.evaluate_gate") == "failed"
+    assert result.tasks["metric_gate.evaluate_gate"]["try_number"] == 1  # a regression is not retried
+    assert result.task_state("metric_gate.persist_values") == "success"
+    verdict = result.xcom["metric_gate.evaluate_gate"]  # pushed before the task failed
     assert verdict["schema"] == "airflow-metric-gate/verdict/v1"
     assert verdict["trusted"] is False and verdict["counts"]["FAIL"] == 4
     assert {(r["metric_key"], r["status"]) for r in verdict["results"]} == {("rollout/raw_reward", "FAIL")}
@@ -168,7 +169,7 @@ def test_baseline_nights_pass_then_a_regression_fails_loudly(airflow_env, nights
     assert summary in result.output
     assert "AirflowFailException" in result.output
     assert re.search(r"FAIL rollout/raw_reward step \d: .*below", result.output)
-    assert "Full verdict: XCom return_value of task evaluate_gate" in result.output
+    assert "Full verdict: XCom return_value of task metric_gate.evaluate_gate" in result.output
     assert summary not in clean[-1].output  # each run's output is its own
 
     # The regressed night is stored, untrusted, so it never joins a later baseline.
@@ -190,7 +191,7 @@ def test_manual_run_is_shadow_and_reports_without_failing(airflow_env, nights, t
     assert [r.state for r in baseline] == ["success", "success"]
     assert result.run_type == "manual"
     assert result.state == "success", result.output[-6000:]
-    verdict = result.xcom["evaluate_gate"]
+    verdict = result.xcom["metric_gate.evaluate_gate"]
     assert verdict["role"] == "shadow"
     assert verdict["trusted"] is False
     assert "NOT-TRUSTED" in result.output
@@ -211,9 +212,9 @@ def test_missing_metric_is_an_error_result_not_a_crash(airflow_env, nights, tmp_
 
     result = _run(airflow_env, nights, store, "2026-11-05", role="baseline")
 
-    assert result.task_state("select_steps") == "success"
-    assert result.task_state("evaluate_gate") == "failed"
-    verdict = result.xcom["evaluate_gate"]
+    assert result.task_state("metric_gate.select_steps") == "success"
+    assert result.task_state("metric_gate.evaluate_gate") == "failed"
+    verdict = result.xcom["metric_gate.evaluate_gate"]
     assert verdict["counts"]["ERROR"] == 3
     assert any("rollout/raw_reward" in r["metric_key"] and r["status"] == "ERROR" for r in verdict["results"])
 
@@ -227,10 +228,10 @@ def test_malformed_record_fails_ingest_without_retry_and_stores_nothing(airflow_
     result = _run(airflow_env, nights, gate_store, "2026-11-06", role="baseline")
 
     assert result.state == "failed"
-    assert result.task_state("ingest_record") == "failed"
-    assert result.tasks["ingest_record"]["try_number"] == 1  # bad input is not retried
-    assert result.task_state("persist_values") == "upstream_failed"
-    assert result.task_state("evaluate_gate") == "upstream_failed"
+    assert result.task_state("metric_gate.ingest_record") == "failed"
+    assert result.tasks["metric_gate.ingest_record"]["try_number"] == 1  # bad input is not retried
+    assert result.task_state("metric_gate.persist_values") == "upstream_failed"
+    assert result.task_state("metric_gate.evaluate_gate") == "upstream_failed"
     assert "rank0.jsonl:2" in result.output
     assert gate_store.counts() == {"runs": 0, "metric_values": 0}
 
@@ -257,9 +258,9 @@ def test_airflow_dags_test_five_nights_then_clear_and_rerun_persist(airflow_env,
     result = airflow_env.inspect(DAG_ID)
     assert result.state == "failed"
     failed = {task: info["state"] for task, info in result.tasks.items() if info["state"] != "success"}
-    assert failed == {"evaluate_gate": "failed"}
-    assert result.xcom["wait_for_record"] == str(root / days[4])
-    verdict = result.xcom["evaluate_gate"]
+    assert failed == {"metric_gate.evaluate_gate": "failed"}
+    assert result.xcom["metric_gate.wait_for_record"] == str(root / days[4])
+    verdict = result.xcom["metric_gate.evaluate_gate"]
     assert verdict["trusted"] is False
     assert {r["metric_key"] for r in verdict["results"]} == {"rollout/raw_reward"}
 
@@ -279,21 +280,23 @@ def test_airflow_dags_test_five_nights_then_clear_and_rerun_persist(airflow_env,
     # Clear persist_values of the fifth night's run (-t is a substring match in Airflow 3.3;
     # -s/-e select runs by logical date), then run that task instance again in the same DAG run.
     clear = airflow_env.airflow(
-        "tasks", "clear", DAG_ID, "-t", "persist_values", "-s", days[4], "-e", days[4], "-y", env=pg_store.env
+        "tasks", "clear", DAG_ID, "-t", "metric_gate.persist_values", "-s", days[4], "-e", days[4], "-y",
+        env=pg_store.env,
     )
     assert clear.returncode == 0, clear.stdout[-4000:]
     cleared = airflow_env.inspect(DAG_ID, result.run_id)
-    assert cleared.task_state("persist_values") == "None"  # cleared: no state, to run again
-    assert cleared.task_state("evaluate_gate") == "failed"  # not downstream-cleared
+    assert cleared.task_state("metric_gate.persist_values") == "None"  # cleared: no state, to run again
+    assert cleared.task_state("metric_gate.evaluate_gate") == "failed"  # not downstream-cleared
 
-    rerun = airflow_env.airflow("tasks", "test", DAG_ID, "persist_values", result.run_id, env=pg_store.env)
+    rerun = airflow_env.airflow("tasks", "test", DAG_ID, "metric_gate.persist_values", result.run_id,
+                                env=pg_store.env)
     assert rerun.returncode == 0, rerun.stdout[-6000:]
     assert f"Stored {ROWS_PER_NIGHT} value(s) and 0 selection error(s) for 4 declaration(s) under run {store_run}" in (
         rerun.stdout
     )
     after = airflow_env.inspect(DAG_ID, result.run_id)
-    assert after.task_state("persist_values") == "success"
-    assert after.xcom["persist_values"]["run_id"] == store_run
+    assert after.task_state("metric_gate.persist_values") == "success"
+    assert after.xcom["metric_gate.persist_values"]["run_id"] == store_run
 
     # Same store run rewritten in place: no row more, no row less.
     assert pg_store.counts() == before
@@ -302,17 +305,16 @@ def test_airflow_dags_test_five_nights_then_clear_and_rerun_persist(airflow_env,
     assert restored["rows"] == ROWS_PER_NIGHT
     assert restored["updated_at"] > stored["updated_at"]  # the task really wrote again
     assert restored["status"] == "pending"  # evaluate_gate has not judged the rewritten run yet
-    assert restored["try_number"] == after.tasks["persist_values"]["try_number"]
+    assert restored["try_number"] == after.tasks["metric_gate.persist_values"]["try_number"]
 
 
 def _fast_nightly_copy(airflow_env, *, timeout: float) -> tuple[str, Path]:
     """The nightly DAG with a short sensor poke interval and timeout, in the scratch bundle."""
-    source = (DAGS_FOLDER / "nightly_metric_gate.py").read_text()
+    source = PACKAGED_DAG.read_text()
     dag_id = f"nightly_fast_{uuid.uuid4().hex[:8]}"
     for old, new in (
         ('dag_id="nightly_metric_gate"', f"dag_id={dag_id!r}"),
-        ("poke_interval=300", "poke_interval=0.2"),
-        ("timeout=timedelta(hours=8).total_seconds()", f"timeout={timeout!r}"),
+        ("    metric_gate(\n", f"    metric_gate(\n        poke_interval=0.2,\n        timeout={timeout!r},\n"),
     ):
         assert source.count(old) == 1, f"{old!r} not found once in the nightly DAG"
         source = source.replace(old, new)
@@ -348,9 +350,9 @@ def test_nightly_sensor_times_out_naming_the_path_then_defers_and_completes(airf
     )
 
     assert missing.state == "failed"
-    assert missing.task_state("wait_for_record") == "failed"
-    assert missing.tasks["wait_for_record"]["try_number"] == 1  # a timeout is not retried
-    assert missing.task_state("ingest_record") == "upstream_failed"
+    assert missing.task_state("metric_gate.wait_for_record") == "failed"
+    assert missing.tasks["metric_gate.wait_for_record"]["try_number"] == 1  # a timeout is not retried
+    assert missing.task_state("metric_gate.ingest_record") == "upstream_failed"
     assert "AirflowSensorTimeout" in missing.output
     assert f"Timed out after 2s waiting for the training record: the record {root / '2026-11-20'} does not exist" in (
         missing.output
@@ -358,8 +360,8 @@ def test_nightly_sensor_times_out_naming_the_path_then_defers_and_completes(airf
 
     assert "running trigger in line" in late.output, "the sensor never deferred"
     assert late.state == "success", late.output[-6000:]
-    assert late.xcom["wait_for_record"] == str(root / "2026-11-21")
-    assert late.xcom["evaluate_gate"]["trusted"] is True
-    stored = pg_store.run(late.xcom["persist_values"]["run_id"])
+    assert late.xcom["metric_gate.wait_for_record"] == str(root / "2026-11-21")
+    assert late.xcom["metric_gate.evaluate_gate"]["trusted"] is True
+    stored = pg_store.run(late.xcom["metric_gate.persist_values"]["run_id"])
     assert (stored["status"], stored["rows"]) == ("trusted", ROWS_PER_NIGHT)
     assert pg_store.counts() == {"runs": 1, "metric_values": ROWS_PER_NIGHT}  # the timed-out night stored nothing

@@ -44,15 +44,16 @@ def test_a_night_on_object_storage_is_gated_end_to_end(airflow_env, s3_server, s
     (result,) = airflow_env.dag_tests([run], env=env)
 
     assert result.state == "success", result.output[-6000:]
-    assert result.xcom["wait_for_record"] == f"{root}/2026-11-01"
-    ingest = result.xcom["ingest_record"]
+    assert result.xcom["metric_gate.wait_for_record"] == f"{root}/2026-11-01"
+    ingest = result.xcom["metric_gate.ingest_record"]
     assert (ingest["location"], ingest["files"], ingest["metrics"]) == (f"{root}/2026-11-01", 2, 4)
-    assert len(ingest["copy"]) == 64  # the local copy select read, instead of downloading again
+    assert ingest["copy"] is True  # the local copy persist read, instead of downloading again
+    assert result.xcom["metric_gate.select_steps"]["checksum"] == ingest["checksum"]  # a reference, no values
     assert "not downloaded again" in result.output
-    assert list(copies.iterdir()) == []  # removed once selected
-    verdict = result.xcom["evaluate_gate"]
+    assert list(copies.iterdir()) == []  # removed once stored
+    verdict = result.xcom["metric_gate.evaluate_gate"]
     assert verdict["trusted"] is True and verdict["role"] == "baseline"
-    assert store.run(result.xcom["persist_values"]["run_id"])["rows"] == ROWS_PER_NIGHT
+    assert store.run(result.xcom["metric_gate.persist_values"]["run_id"])["rows"] == ROWS_PER_NIGHT
     everything = result.output + json.dumps(result.xcom)
     assert s3_server.secret_key not in everything
     assert Path(store.url.removeprefix("sqlite:///")).exists()

@@ -26,7 +26,8 @@ def test_benchmark_smoke_run_writes_every_figure(tmp_path, pg_database_url):
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     figures = json.loads(output.read_text())
-    for key in ("ingest_vs_parse", "ingest_memory_growth_vs_record_growth", "persist_vs_copy",
+    for key in ("ingest_vs_parse", "ingest_vs_decoder_parse", "ingest_large_vs_parse",
+                "ingest_memory_growth_vs_record_growth", "persist_vs_copy",
                 "persist_vs_insert_rows", "evaluate_vs_limit", "evaluate_speedup_vs_per_coordinate",
                 "evaluate_growth_120_vs_30", "dag_nightly_vs_noop"):
         assert figures[key] > 0, key

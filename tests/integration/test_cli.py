@@ -155,6 +155,9 @@ def test_max_results_truncates_with_a_count(capsys, tmp_path, store_url):
          "no defaults entry"),
         ('{"metric": "m", "series": [[0, 1.0]]}\n', 'register_ci_gate(metric_key="m", steps=STEPS)\n', "g.py",
          "steps"),
+        ('{"metric": "m", "series": [[0, 1.0]]}\n',
+         "gates:\n  - metric_key: train/grad_norm\n  - metric_key: train/grad_norm\n    min_failing_steps: 2\n",
+         "gates.yaml", "declared twice with different min_failing_steps"),
     ],
 )
 def test_bad_input_exits_2_names_the_place_and_stores_nothing(

@@ -28,6 +28,7 @@ from airflow.sdk.exceptions import (
 )
 
 from airflow_metric_gate.operators.ingest import IngestRecordOperator
+from airflow_metric_gate.operators.persist import PersistValuesOperator
 from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
 
@@ -324,9 +325,9 @@ def bytes_read(monkeypatch):
 
 
 class _TI:
-    """The task-instance surface ingest and select use: pulling the upstream XCom."""
+    """The task-instance surface the operators use: identity, pulling the upstream XCom."""
 
-    map_index = -1
+    dag_id, run_id, task_id, try_number, map_index = "s3_night", "scheduled__2026-11-30", "t", 1, -1
 
     def __init__(self, upstream=None) -> None:
         self.upstream = upstream
@@ -335,8 +336,13 @@ class _TI:
         return self.upstream
 
 
+class _DagRun:
+    run_type = "scheduled"
+    logical_date = run_after = datetime(2026, 11, 30, tzinfo=timezone.utc)
+
+
 def context(upstream=None):
-    return {"ti": _TI(upstream)}
+    return {"ti": _TI(upstream), "dag_run": _DagRun(), "logical_date": _DagRun.logical_date}
 
 
 def _select_after_ingest(**kwargs) -> SelectStepsOperator:
@@ -351,24 +357,46 @@ def _select_after_ingest(**kwargs) -> SelectStepsOperator:
     return select
 
 
-def _ingest_then_select(location):
-    summary = IngestRecordOperator(task_id="ingest_record", location=location).execute(context())
-    payload = _select_after_ingest().execute(context(summary))
-    return summary, payload
+@pytest.fixture
+def sqlite_store(tmp_path, monkeypatch):
+    """The store persist writes to, and a way to read back the values of the rollout reward."""
+    path = tmp_path / "store.db"
+    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", f"sqlite:///{path}")
+
+    def rewards():
+        import sqlite3
+
+        with sqlite3.connect(path) as conn:
+            return [v for (v,) in conn.execute(
+                "SELECT value FROM metric_values WHERE metric_key = 'rollout/raw_reward' ORDER BY step")]
+
+    return rewards
 
 
-def test_a_night_merged_from_several_objects_is_read_once(bucket, bytes_read):
+def _persist(reference):
+    return PersistValuesOperator(task_id="persist_values", series="rl", selection=reference).execute(context())
+
+
+def test_a_night_merged_from_several_objects_is_downloaded_once(bucket, bytes_read, sqlite_store, tmp_path):
+    from airflow_metric_gate.operators import _record_copy
+
     size = bucket.put_night()
-    summary, payload = _ingest_then_select(bucket.uri("night"))
-    assert (summary["metrics"], summary["points"], summary["files"]) == (2, 8, 2)
-    assert summary["location"] == bucket.uri("night")
-    reward = next(g for g in payload["gates"] if g["declaration"]["metric_key"] == "rollout/raw_reward")
-    assert reward["steps"] == [0, 1, 2, 3]  # merged from both objects, in step order
-    assert reward["values"] == [0.80, 0.81, 0.82, 0.83]
-    assert bytes_read["bytes"] == size  # ingest downloads it; select re-uses the verified copy
+    with mock.patch.object(_record_copy, "cache_root", return_value=tmp_path / "copies"):
+        summary = IngestRecordOperator(task_id="ingest_record", location=bucket.uri("night")).execute(context())
+        assert (summary["metrics"], summary["points"], summary["files"]) == (2, 8, 2)
+        assert summary["location"] == bucket.uri("night")
+        assert summary["copy"] is True
+        reference = _select_after_ingest().execute(context(summary))
+        assert bytes_read["bytes"] == size  # select reads nothing
+        assert reference["checksum"] == summary["checksum"]
+        assert _persist(reference)["rows"] == 8
+        assert bytes_read["bytes"] == size  # persist reads the verified local copy, then removes it
+        assert list((tmp_path / "copies").iterdir()) == []
+    assert sqlite_store() == [0.80, 0.81, 0.82, 0.83]  # merged from both objects, in step order
 
 
-def test_select_reads_storage_again_when_the_local_copy_is_gone_or_altered(bucket, bytes_read, tmp_path):
+def test_persist_reads_storage_again_when_the_local_copy_is_gone_or_altered(bucket, bytes_read, sqlite_store,
+                                                                             tmp_path):
     from airflow_metric_gate.operators import _record_copy
 
     size = bucket.put_night()
@@ -376,24 +404,33 @@ def test_select_reads_storage_again_when_the_local_copy_is_gone_or_altered(bucke
     ingest = IngestRecordOperator(task_id="ingest_record", location=bucket.uri("night"))
     with mock.patch.object(_record_copy, "cache_root", return_value=tmp_path / "copies"):
         summary = ingest.execute(context())
-        assert len(summary["copy"]) == 64
         (copy,) = (tmp_path / "copies").iterdir()
         next(copy.rglob("rank0.jsonl")).write_text('{"metric": "rollout/raw_reward", "series": [[0, 9.9]]}\n')
-        payload = select.execute(context(summary))
-        assert payload["gates"][0]["values"] == [0.80, 0.81, 0.82, 0.83]  # not the altered copy
+        _persist(select.execute(context(summary)))
+        assert sqlite_store() == [0.80, 0.81, 0.82, 0.83]  # not the altered copy
         assert bytes_read["bytes"] == 2 * size
 
         summary = ingest.execute(context())  # a fresh copy; then it is gone (another machine)
-        assert list((tmp_path / "copies").iterdir())
         shutil.rmtree(tmp_path / "copies")
-        payload = select.execute(context(summary))
-        assert payload["gates"][0]["values"] == [0.80, 0.81, 0.82, 0.83]
+        _persist(select.execute(context(summary)))
+        assert sqlite_store() == [0.80, 0.81, 0.82, 0.83]
         assert bytes_read["bytes"] == 4 * size
 
-        summary = ingest.execute(context())  # an intact copy is read, then removed
-        assert select.execute(context(summary)) == payload
-        assert bytes_read["bytes"] == 5 * size
-        assert list((tmp_path / "copies").iterdir()) == []
+
+def test_record_changed_on_the_storage_after_ingest_fails_persist_without_retry(bucket, sqlite_store, tmp_path):
+    from airflow_metric_gate.operators import _record_copy
+
+    bucket.put_night()
+    with mock.patch.object(_record_copy, "cache_root", return_value=tmp_path / "copies"):
+        summary = IngestRecordOperator(task_id="ingest_record", location=bucket.uri("night")).execute(context())
+        shutil.rmtree(tmp_path / "copies")  # persist runs on another machine
+        lines = dict(LINES, **{"rank1.jsonl": [{"metric": "rollout/raw_reward", "series": [[1, 0.1]]}]})
+        bucket.put_night(lines=lines)
+        reference = _select_after_ingest().execute(context(summary))
+        with pytest.raises(AirflowFailException, match="changed after it was ingested") as err:
+            _persist(reference)
+    assert bucket.uri("night") in str(err.value)
+    assert not (tmp_path / "store.db").exists()  # nothing stored: the store was not even opened
 
 
 def test_malformed_line_fails_ingest_naming_the_object_and_line(bucket):

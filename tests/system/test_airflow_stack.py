@@ -4,7 +4,7 @@ All tests share one started stack (``airflow_stack``, see ``conftest.py``).  The
 
 * a backfill of ``dags/nightly_metric_gate.py`` over seven nights at full backfill parallelism
   (``max_active_runs`` 8, and enough worker slots for every night at once), with a regressed night
-  in the middle.  The nights then move through the DAG in lockstep and reach ``evaluate_gate``
+  in the middle.  The nights then move through the DAG in lockstep and reach ``metric_gate.evaluate_gate``
   together: the worst case for a gate that must judge each night against the nights before it;
 * a backfill of ``two_series_gate`` (two gate chains, series ``rl-7b`` and ``rl-70b``, in one DAG
   run) over three nights;
@@ -203,8 +203,8 @@ def test_backfill_catches_the_regressed_night_and_trusts_every_clean_one(
     observed = []
     for night in NIGHTS:
         dag_run = nightly_runs[night]
-        evaluate = api.task_instances(NIGHTLY_DAG, dag_run["dag_run_id"])["evaluate_gate"]
-        verdict = api.xcom_return_value(NIGHTLY_DAG, dag_run["dag_run_id"], "evaluate_gate")
+        evaluate = api.task_instances(NIGHTLY_DAG, dag_run["dag_run_id"])["metric_gate.evaluate_gate"]
+        verdict = api.xcom_return_value(NIGHTLY_DAG, dag_run["dag_run_id"], "metric_gate.evaluate_gate")
         observed.append(
             (night.isoformat(), dag_run["state"], evaluate["state"], store[night]["status"], verdict["counts"])
         )
@@ -271,11 +271,11 @@ def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(
 def test_verdict_read_back_through_the_rest_api(
     airflow_stack: AirflowStack, nightly_runs: dict[date, dict[str, Any]]
 ) -> None:
-    """evaluate_gate's XCom return_value, fetched from /api/v2, is the versioned verdict of the stored run."""
+    """metric_gate.evaluate_gate's XCom return_value, from /api/v2, is the versioned verdict of the stored run."""
     api = airflow_stack.api
     store = {run["night"]: run for run in _store_runs(airflow_stack, "series = %s", BACKFILL_SERIES)}
     for night in NIGHTS:
-        verdict = api.xcom_return_value(NIGHTLY_DAG, nightly_runs[night]["dag_run_id"], "evaluate_gate")
+        verdict = api.xcom_return_value(NIGHTLY_DAG, nightly_runs[night]["dag_run_id"], "metric_gate.evaluate_gate")
         assert verdict["schema"] == VERDICT_SCHEMA
         assert set(verdict["counts"]) == STATUSES
         assert all(isinstance(n, int) and n >= 0 for n in verdict["counts"].values())

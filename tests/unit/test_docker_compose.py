@@ -154,7 +154,7 @@ def test_dockerignore_keeps_what_the_dockerfile_copies() -> None:
 
 
 def test_store_connection_matches_the_operators_default(services: dict) -> None:
-    from airflow_metric_gate.operators._shared import DEFAULT_CONN_ID
+    from airflow_metric_gate.hooks.metric_store import DEFAULT_CONN_ID
     from airflow_metric_gate.store import STORE_URL_ENV
 
     conn_id = _conn_id()
@@ -201,8 +201,12 @@ def test_dags_folder_is_mounted(services: dict) -> None:
         assert dags == ROOT / "dags"
         dag_file = dags / "nightly_metric_gate.py"
         assert dag_file.is_file()
-        # The gates file the DAG reads by default travels with the mount.
-        for gates in re.findall(r'"(gates/[\w./-]+\.(?:ya?ml|json|py))"', dag_file.read_text()):
+        # The gates file the DAG reads by default (relative to dags/, which imports the packaged DAG)
+        # travels with the mount.
+        packaged = ROOT / "airflow_metric_gate" / "example_dags" / dag_file.name
+        found = re.findall(r'"(gates/[\w./-]+\.(?:ya?ml|json|py))"', packaged.read_text())
+        assert found, f"no default gates file found in {packaged.name}"
+        for gates in found:
             assert (dags / gates).is_file(), f"the DAG's gates file {gates} is not in dags/"
 
 

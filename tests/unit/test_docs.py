@@ -127,14 +127,21 @@ def test_pages_show_their_example_code_as_plain_markdown(site: Path) -> None:
     assert examples.main(["--check"]) == 0
 
 
-def test_operator_pages_show_an_example_from_the_nightly_dag() -> None:
+def test_operator_pages_show_an_example_from_the_hand_composed_nightly_dag() -> None:
+    """Each operator page shows its operator as the nightly DAG composed by hand uses it."""
     examples = _examples()
+    source = "examples/nightly_metric_gate_by_hand.py"
     for _module, name in OPERATORS:
-        found = [
-            m for m in examples.BLOCK.finditer(_page_titled(name)) if m["source"] == "dags/nightly_metric_gate.py"
-        ]
-        assert found, f"the {name} page shows no example from dags/nightly_metric_gate.py"
+        found = [m for m in examples.BLOCK.finditer(_page_titled(name)) if m["source"] == source]
+        assert found, f"the {name} page shows no example from {source}"
         assert any(name + "(" in m["body"] for m in found), f"the {name} page's example does not use {name}"
+
+
+def test_the_task_group_page_shows_the_nightly_dag_and_the_mapped_example() -> None:
+    examples = _examples()
+    shown = {(m["source"], m["section"]) for m in examples.BLOCK.finditer(_page_titled("The metric_gate task group"))}
+    assert ("airflow_metric_gate/example_dags/nightly_metric_gate.py", "pipeline") in shown
+    assert ("examples/several_series_mapped.py", "dag") in shown
 
 
 def test_an_example_edited_in_a_page_is_caught() -> None:
@@ -144,7 +151,7 @@ def test_an_example_edited_in_a_page_is_caught() -> None:
     assert edited != page
     assert examples.sync(edited) == page  # the check sees the difference and restores the source's code
     with pytest.raises(examples.ExampleError, match="no section 'nope'"):
-        examples.render("dags/nightly_metric_gate.py", "nope")
+        examples.render("examples/nightly_metric_gate_by_hand.py", "nope")
 
 
 # -- the command line --------------------------------------------------------------------------

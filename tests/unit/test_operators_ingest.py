@@ -28,9 +28,22 @@ def _record_dir(tmp_path):
 def test_explicit_location_returns_compact_json_summary(tmp_path):
     night = _record_dir(tmp_path)
     summary = IngestRecordOperator(task_id="ingest", location=str(night)).execute(context())
+    checksum = summary.pop("checksum")
     assert summary == {"location": str(night), "format": "series", "metrics": 2, "points": 4, "files": 2,
                        "skipped": 1}
     assert json.loads(json.dumps(summary)) == summary
+    assert len(checksum) == 64 and int(checksum, 16) >= 0
+
+
+def test_checksum_pins_the_bytes_read_and_ignores_skipped_entries(tmp_path):
+    night = _record_dir(tmp_path)
+    ingest = IngestRecordOperator(task_id="ingest", location=str(night))
+    first = ingest.execute(context())["checksum"]
+    (night / "_SUCCESS").write_text("done again")  # skipped: not part of the record
+    assert ingest.execute(context())["checksum"] == first
+    rank = next(night.glob("rank*.jsonl"))
+    rank.write_text(rank.read_text().replace("1", "2", 1))
+    assert ingest.execute(context())["checksum"] != first
 
 
 def test_skipped_entries_are_logged_and_counted(tmp_path, capsys):

@@ -11,7 +11,9 @@ from _airflow_context import LOGICAL_DATE, chained, context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.declarations import declare
+from airflow_metric_gate.operators.ingest import IngestRecordOperator
 from airflow_metric_gate.operators.persist import PersistValuesOperator
+from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.pipeline import SeriesIdentity, airflow_store_run_id, selection_to_payload
 from airflow_metric_gate.selection import Selection
 
@@ -160,6 +162,49 @@ def test_mapped_selection_is_read_at_the_same_map_index(db):
     assert op.execute(context(map_index=1, upstream=upstream))["rows"] == 2
 
 
+def _reference(tmp_path, rewards=(0.5, 0.7)):
+    record = tmp_path / "night.jsonl"
+    record.write_text(
+        json.dumps({"metric": "train/grad_norm", "series": [[0, 1.0], [1, 1.1], [2, 1.2]]}) + "\n"
+        + json.dumps({"metric": "rollout/raw_reward", "series": [[s, r] for s, r in enumerate(rewards)]}) + "\n"
+    )
+    summary = IngestRecordOperator(task_id="ingest_record", location=str(record)).execute(context())
+    gates = [{"metric_key": "train/grad_norm", "steps": "all", "constraint": CONSTRAINT},
+             {"metric_key": "train/absent", "steps": "all", "constraint": CONSTRAINT}]
+    return record, SelectStepsOperator(task_id="select_steps", record=summary, gates=gates).execute(context())
+
+
+def test_values_are_selected_from_the_record_the_reference_pins(db, tmp_path):
+    _, reference = _reference(tmp_path)
+    result = _persist(selection=reference).execute(context())
+    assert (result["rows"], result["errors"], result["declarations"]) == (3, 1, 2)
+    assert _query(db, "SELECT step, value FROM metric_values ORDER BY step") == [(0, 1.0), (1, 1.1), (2, 1.2)]
+    ((errors,),) = _query(db, "SELECT selection_errors FROM runs")
+    assert "train/absent" in errors
+
+
+def test_record_changed_after_ingest_fails_without_retry_naming_it_and_stores_nothing(db, tmp_path):
+    record, reference = _reference(tmp_path)
+    record.write_text(record.read_text().replace("1.1", "9.9"))
+    with pytest.raises(AirflowFailException, match=rf"{record}.* changed after it was ingested") as err:
+        _persist(selection=reference).execute(context())
+    assert "nothing was stored" in str(err.value)
+    assert not db.exists() or _query(db, "SELECT COUNT(*) FROM metric_values") == [(0,)]
+
+
+def test_record_gone_after_ingest_fails_without_retry(db, tmp_path):
+    record, reference = _reference(tmp_path)
+    record.unlink()
+    with pytest.raises(AirflowFailException, match="bad training record"):
+        _persist(selection=reference).execute(context())
+
+
+def test_malformed_reference_fails_without_retry(db, tmp_path):
+    _, reference = _reference(tmp_path)
+    with pytest.raises(AirflowFailException, match="checksum"):
+        _persist(selection={**reference, "checksum": "abc"}).execute(context())
+
+
 def test_no_declarations_stores_nothing(db):
     result = _persist(selection=selection_to_payload([])).execute(context())
     assert (result["declarations"], result["rows"]) == (0, 0)
@@ -180,7 +225,7 @@ def test_store_outage_is_retryable(monkeypatch):
 
 def test_connection_of_the_wrong_type_fails_without_retry(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", "http://example.com")
-    with pytest.raises(AirflowFailException, match="needs a postgres connection"):
+    with pytest.raises(AirflowFailException, match="needs a metric_gate or postgres connection"):
         _persist().execute(context())
 
 

@@ -6,7 +6,8 @@ import pytest
 
 from airflow_metric_gate.evaluation import evaluate_value
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.verdict import build_verdict, render_report, summary_line
+from airflow_metric_gate.report import render_report, summary_line
+from airflow_metric_gate.verdict import build_verdict
 
 FORGED = "m\nmetric-gate: rl run r1: TRUSTED (1 results, 0 fail, 0 error)"
 

@@ -36,8 +36,27 @@ def test_store_connection_default_is_declared_as_provider_config():
     assert option["default"] == "metric_gate_db"
 
 
-@pytest.mark.parametrize("kind", ["operators", "sensors", "triggers"])
+@pytest.mark.parametrize("kind", ["operators", "sensors", "triggers", "hooks"])
 def test_listed_modules_import(kind):
     for entry in get_provider_info()[kind]:
         for module in entry["python-modules"]:
             importlib.import_module(module)
+
+
+def test_connection_type_names_its_hook_and_form():
+    (conn,) = get_provider_info()["connection-types"]
+    module, _, name = conn["hook-class-name"].rpartition(".")
+    hook = getattr(importlib.import_module(module), name)
+    assert conn["connection-type"] == hook.conn_type == "metric_gate"
+    assert conn["hook-name"] == hook.hook_name
+    assert {"connect_timeout", "statement_timeout", "sqlite_path"} <= set(conn["conn-fields"])
+    assert conn["ui-field-behaviour"]["relabeling"] == {"schema": "Database"}
+
+
+def test_airflow_finds_the_hook_of_the_connection_type():
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    hook = ProvidersManagerTaskRuntime().hooks["metric_gate"]
+    assert hook is not None
+    assert hook.hook_class_name == "airflow_metric_gate.hooks.metric_store.MetricStoreHook"
+    assert hook.connection_id_attribute_name == "metric_gate_conn_id"

@@ -130,15 +130,15 @@ def test_bad_timeout_extra_fails_without_retry(monkeypatch, extra, named):
 def test_unreadable_connection_error_never_shows_a_password(monkeypatch):
     from airflow.sdk import BaseHook
 
-    from airflow_metric_gate.operators import _shared
-
-    def broken(conn_id):
+    def broken(cls, conn_id):
         raise ValueError(f"cannot parse postgresql://postgres:{PASSWORD}@db/x for {conn_id}")
 
-    monkeypatch.setattr(BaseHook, "get_connection", broken)
+    monkeypatch.setattr(BaseHook, "get_connection", classmethod(broken))
     with pytest.raises(AirflowException) as err:
-        _shared.open_metric_store("metric_gate_db")
+        _persist().execute(context())
     assert not isinstance(err.value, AirflowFailException)
     assert "postgresql://postgres:***@db/x" in str(err.value)
-    _assert_no_secret(str(err.value))
-    assert err.value.__cause__ is None
+    cause = err.value
+    while cause is not None:  # no error in the chain shows the password
+        _assert_no_secret(str(cause))
+        cause = cause.__cause__

@@ -7,13 +7,13 @@ import json
 import pytest
 
 from airflow_metric_gate.evaluation import error_result, evaluate_value
+from airflow_metric_gate.report import render_report
 from airflow_metric_gate.schemas.verdict import VerdictSchema
 from airflow_metric_gate.verdict import (
     DISTANCE_TINY,
     XCOM_MAX_BYTES,
     band_distance,
     build_verdict,
-    render_report,
 )
 
 REL = {"rel_up": 0.2, "rel_down": 0.2}

@@ -1,4 +1,4 @@
-"""The XCom payload sizes documented in docs/airflow/xcom.md hold."""
+"""The XCom payloads documented in docs/airflow/xcom.md stay small whatever the record's size."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import random
 
 from airflow_metric_gate.declarations import declare
 from airflow_metric_gate.evaluation import FAIL, Result
+from airflow_metric_gate.operators.select import selection_reference
 from airflow_metric_gate.pipeline import payload_to_selection, selection_to_payload
 from airflow_metric_gate.selection import Selection
 from airflow_metric_gate.verdict import XCOM_MAX_BYTES, build_verdict
@@ -14,29 +15,32 @@ from airflow_metric_gate.verdict import XCOM_MAX_BYTES, build_verdict
 C = {"rel_up": 0.5, "abs_floor_up": 0.05, "rel_down": 0.2, "abs_floor_down": 0.05}
 
 
-def _selection(values: int, decimals: int | None = None) -> list[Selection]:
-    rng = random.Random(7)
-    points = []
-    for step in range(values):
-        value = rng.random()
-        points.append((step, round(value, decimals) if decimals else value, step))
-    return [Selection(declare("rollout/raw_reward", steps="all", constraint=C), points=points)]
-
-
 def _size(obj) -> int:
     return len(json.dumps(obj).encode())
 
 
-def test_selection_payload_grows_about_26_kb_per_thousand_values():
-    per_thousand = (_size(selection_to_payload(_selection(11_000))) - _size(selection_to_payload(_selection(1_000))))
-    per_thousand /= 10
-    assert 20_000 < per_thousand <= 27_000
-    short = (_size(selection_to_payload(_selection(11_000, 4))) - _size(selection_to_payload(_selection(1_000, 4))))
-    assert short / 10 <= 14_000
+def _reference(declarations: int, points: int) -> dict:
+    gates = [declare(f"train/metric_{i:03d}", steps="all", constraint=C) for i in range(declarations)]
+    counts = {"metrics": declarations, "points": points, "files": 8, "skipped": 1}
+    return selection_reference(location="s3://bucket/nightly/2026-11-30", format="series", checksum="0" * 64,
+                               declarations=gates, counts=counts)
 
 
-def test_selection_payload_round_trips_exactly():
-    selections = _selection(500)
+def test_select_reference_does_not_grow_with_the_record():
+    assert _size(_reference(10, 100_000_000)) - _size(_reference(10, 1_000)) <= 6  # the count's digits
+
+
+def test_select_reference_is_a_few_hundred_bytes_per_declaration():
+    per_declaration = (_size(_reference(51, 1)) - _size(_reference(1, 1))) / 50
+    assert 100 < per_declaration < 400
+    assert _size(_reference(10, 100_000)) < 4_500
+
+
+def test_inline_selection_still_round_trips_exactly():
+    # a selection with values, for PersistValuesOperator used without a record
+    rng = random.Random(7)
+    points = [(step, rng.random(), step) for step in range(500)]
+    selections = [Selection(declare("rollout/raw_reward", steps="all", constraint=C), points=points)]
     decoded = payload_to_selection(json.loads(json.dumps(selection_to_payload(selections))))
     assert decoded[0].points == selections[0].points
     assert decoded[0].declaration == selections[0].declaration

@@ -1,0 +1,263 @@
+"""Rendering a verdict for reading: the summary lines, the greppable line and the capped table.
+
+The one rendering of a verdict, shared by the task log, ``metric-gate run``/``show``, the Python
+API and the demo.  Building the verdict is :mod:`airflow_metric_gate.verdict`.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS, STATUSES
+from airflow_metric_gate.printable import printable, printable_copy
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, DISTANCE_TINY, DeclarationKey, band_distance
+
+__all__ = [
+    "DEFAULT_TABLE_ROWS",
+    "Report",
+    "format_columns",
+    "render_report",
+    "render_table",
+    "show_command",
+    "summary_entry_line",
+    "summary_line",
+]
+
+#: The rendered table shows at most this many results per declaration, worst first.
+DEFAULT_TABLE_ROWS = 5
+
+
+def summary_line(verdict: dict) -> str:
+    """Return the one greppable line that sums a verdict up.
+
+    ``metric-gate: <series> run <id>: TRUSTED|NOT-TRUSTED (<n> results, <f> fail, <e> error)``
+
+    Control characters in names are escaped (:func:`~airflow_metric_gate.printable.printable`).
+    """
+    verdict = printable_copy(verdict)
+    counts = verdict["counts"]
+    total = sum(counts.values())
+    state = "TRUSTED" if verdict["trusted"] else "NOT-TRUSTED"
+    return (
+        f"metric-gate: {verdict['series']} run {verdict['run_id']}: {state} "
+        f"({total} results, {counts[FAIL]} fail, {counts[ERROR]} error)"
+    )
+
+
+def _num(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def _step(result: dict) -> str:
+    if result["step"] is None:
+        return "-"
+    if result["step"] == -1:
+        return f"last@{result['at_step']}" if result.get("at_step") is not None else "last"
+    return str(result["step"])
+
+
+def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Return a header and rows as left-aligned columns two spaces apart (the last column unpadded).
+
+    :param header: the column titles.
+    :param rows: the cells, as strings.
+    """
+    widths = [max(len(h), *(len(row[i]) for row in rows)) for i, h in enumerate(header[:-1])]
+    return ["  ".join([*(c.ljust(w) for c, w in zip(row, widths)), row[-1]]).rstrip() for row in (header, *rows)]
+
+
+def _change(current: float, ref: float) -> str:
+    """How far ``current`` is from ``ref``: in percent of ``|ref|``, or as a difference when ``ref`` is 0."""
+    if abs(ref) < DISTANCE_TINY:
+        return f"{current - ref:+.6g}"
+    percent = (current - ref) / abs(ref) * 100
+    return f"{percent:+.1f}%" if abs(percent) < 10 else f"{percent:+.0f}%"
+
+
+_SIDES = {"above": "above band", "below": "below band", "both": "above and below band"}
+
+
+def summary_entry_line(entry: Mapping) -> str:
+    """Return one ``summary`` entry as the line that opens the report, e.g.::
+
+        REGRESSED rollout/raw_reward (steps "all"): 80 of 120 steps FAIL, steps 120..199, below band,
+        worst step 150: 0.41 vs baseline 0.8 (-49%; band 0.64..0.96)
+
+    (one line), or ``ERROR <metric> (steps <steps>): <reason>`` for a declaration that could not select.
+    A declaration of ``severity: warn`` opens with ``WARNING`` instead (``WARNING ERROR`` for an ERROR).
+
+    :param entry: an entry of the verdict's ``summary``.
+    """
+    name = f"{entry['metric_key']} (steps {entry['steps_key']})"
+    counts = entry["counts"]
+    worst = entry["worst"]
+    warn = "WARNING " if entry.get("severity") == "warn" else ""
+    if worst is None:
+        return printable(f"{warn}ERROR {name}: {entry['error']}")
+    steps = counts[PASS] + counts[FAIL] + counts[INACTIVE]
+    parts = [f"{counts[FAIL]} of {steps} {'step' if steps == 1 else 'steps'} FAIL"]
+    first, last = entry["first_failing_step"], entry["last_failing_step"]
+    if first is not None:
+        parts.append(f"step {first}" if first == last else f"steps {first}..{last}")
+    parts.append(_SIDES.get(entry["side"], f"{entry['side']} band"))
+    at = worst["at_step"] if worst["at_step"] is not None else worst["step"]
+    parts.append(
+        f"worst step {'last' if at is None or at == -1 else at}: {_num(worst['current'])} vs baseline "
+        f"{_num(worst['ref'])} ({_change(worst['current'], worst['ref'])}; "
+        f"band {_num(worst['lo'])}..{_num(worst['hi'])})"
+    )
+    if counts[ERROR]:
+        parts.append(f"{counts[ERROR]} ERROR: {entry['error']}")
+    return printable(f"{warn or 'REGRESSED '}{name}: " + ", ".join(parts))
+
+
+def _result_distance(result: Mapping) -> float:
+    if result["status"] != FAIL or None in (result["current"], result["ref"], result["lo"], result["hi"]):
+        return 0.0
+    return band_distance(result["current"], result["ref"], result["lo"], result["hi"])
+
+
+_ORDER = {FAIL: 0, ERROR: 1, INACTIVE: 2, PASS: 3}
+
+
+def _worst_first(result: Mapping) -> tuple[int, float]:
+    return (_ORDER[result["status"]], -_result_distance(result))
+
+
+def _row(r: Mapping) -> tuple[str, ...]:
+    band = "-" if r["lo"] is None else f"[{_num(r['lo'])}, {_num(r['hi'])}]"
+    if r["status"] == FAIL:
+        decided = f"{r['side']}, {r['bound']}"
+    elif r["status"] == ERROR:
+        decided = r["reason"]
+    elif r["status"] == INACTIVE:
+        decided = "cold start"
+    else:
+        decided = ""
+    if r.get("allowlist_reason"):
+        decided += f" (allowlisted: {r['allowlist_reason']})"
+    if r.get("severity") == "warn" and r["status"] in (FAIL, ERROR):
+        decided += " (warning: severity warn, never blocks)"
+    return (r["status"], r["metric_key"], _step(r), _num(r["current"]), _num(r["ref"]), band, str(r["n"]), decided)
+
+
+def render_table(verdict: dict, *, table_rows: int | None = DEFAULT_TABLE_ROWS, fails: bool = True) -> str:
+    """Render a verdict's results as the table an on-call engineer scans, capped per declaration.
+
+    Declarations come in ``summary`` order (worst first), then any other listed declaration; within
+    one, at most ``table_rows`` results, worst first (FAILs by distance, then ERROR, INACTIVE,
+    PASS), followed by a ``... N more result(s) of <metric> not shown`` line when some are left out.
+
+    Control characters in keys, names and reasons are escaped
+    (:func:`~airflow_metric_gate.printable.printable`): a key cannot start a line of its own.
+
+    :param verdict: a verdict from :func:`build_verdict`.
+    :param table_rows: at most this many rows per declaration; ``None`` or 0: no limit.
+    :param fails: whether enforced FAIL/ERROR results fail this run where it is rendered
+        (``False`` for a shadow run in Airflow, which reports them only).
+    """
+    verdict = printable_copy(verdict)
+    head = (
+        f"metric-gate verdict for series {verdict['series']} ({verdict['backend']}, {verdict['suite']}), "
+        f"run {verdict['run_id']}, role {verdict['role']}, logical date {verdict['logical_date']}"
+    )
+    failing: dict[DeclarationKey, int] = {}  # FAIL and ERROR results of each summarized declaration
+    groups: dict[DeclarationKey, list[dict]] = {}
+    for entry in verdict.get("summary", ()):
+        key = (entry["metric_key"], entry["steps_key"], entry["constraint_key"])
+        failing[key] = entry["counts"][FAIL] + entry["counts"][ERROR]
+        groups[key] = []
+    for r in verdict["results"]:
+        groups.setdefault((r["metric_key"], r["steps_key"], r["constraint_key"]), []).append(r)
+    rows: list[tuple[str, ...]] = []
+    sections: list[tuple[int, str | None]] = []  # per declaration: rows shown, then its "more" line
+    for key, listed in groups.items():
+        listed.sort(key=_worst_first)
+        shown = listed[:table_rows] if table_rows else listed
+        shown_failing = sum(1 for r in shown if r["status"] in (FAIL, ERROR))
+        listed_failing = sum(1 for r in listed if r["status"] in (FAIL, ERROR))
+        hidden = failing.get(key, listed_failing) - shown_failing + (len(listed) - listed_failing) - (
+            len(shown) - shown_failing
+        )
+        rows.extend(_row(r) for r in shown)
+        sections.append((len(shown), f"... {hidden} more result(s) of {key[0]} not shown" if hidden > 0 else None))
+    header = ("STATUS", "METRIC", "STEP", "VALUE", "BASELINE", "BAND", "N", "DECIDED BY")
+    lines = [head]
+    if rows:
+        formatted = format_columns(header, rows)
+        lines.append(formatted[0])
+        at = 1
+        for shown_count, more in sections:
+            lines.extend(formatted[at:at + shown_count])
+            at += shown_count
+            if more:
+                lines.append(more)
+    elif sections:
+        lines.extend(more for _, more in sections if more)
+    else:
+        lines.append("no FAIL or ERROR results")
+    counts = verdict["counts"]
+    lines.append("counts: " + ", ".join(f"{s} {counts[s]}" for s in STATUSES))
+    warnings = sum(e["counts"][FAIL] + e["counts"][ERROR] for e in verdict.get("summary", ())
+                   if e.get("severity") == "warn")
+    if warnings:
+        lines.append(f"{warnings} FAIL/ERROR result(s) of severity warn declarations: warnings, never blocking")
+    if verdict["truncated"]:
+        lines.append(f"{verdict['truncated']} result(s) left out of the verdict itself (max_results, size limit)")
+    if verdict.get("blocking") and fails:
+        lines.append(f"{verdict['blocking']} enforced FAIL/ERROR result(s): this run fails the gate")
+    elif verdict.get("blocking"):
+        lines.append(f"{verdict['blocking']} enforced FAIL/ERROR result(s), reported only: a shadow run does not fail")
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A verdict rendered for reading, in the order it is shown (task log, CLI, demo).
+
+    :param summary: one line per declaration with a FAIL or ERROR, worst first.
+    :param grep_line: the greppable line (:func:`summary_line`).
+    :param table: the capped table (:func:`render_table`), several lines.
+    :param where: where the full verdict is.
+    """
+
+    summary: tuple[str, ...]
+    grep_line: str
+    table: str
+    where: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return "\n".join([*self.summary, self.grep_line, self.table, *self.where])
+
+
+def render_report(
+    verdict: dict, *, table_rows: int | None = DEFAULT_TABLE_ROWS, fails: bool = True, where: Sequence[str] = ()
+) -> Report:
+    """Render a verdict: the summary lines, the greppable line, the capped table, then ``where``.
+
+    The one rendering of a verdict, shared by the task log, ``metric-gate run``/``show`` and the demo.
+
+    :param verdict: a verdict from :func:`build_verdict`.
+    :param table_rows: at most this many table rows per declaration; ``None`` or 0: no limit.
+    :param fails: whether enforced FAIL/ERROR results fail this run where it is rendered
+        (``False`` for a shadow run in Airflow).
+    :param where: lines saying where the full verdict is.
+    """
+    return Report(
+        summary=tuple(printable(summary_entry_line(entry)) for entry in verdict.get("summary", ())),
+        grep_line=summary_line(verdict),
+        table=render_table(verdict, table_rows=table_rows, fails=fails),
+        where=tuple(where),
+    )
+
+
+def show_command(verdict: Mapping) -> str:
+    """Return the command that prints every result of a verdict's stored run (read-only).
+
+    :param verdict: a verdict from :func:`build_verdict`.
+    """
+    total = sum(verdict["counts"].values())
+    more = f" --max-results {total}" if total > DEFAULT_MAX_RESULTS else ""
+    return f"metric-gate show {shlex.quote(verdict['run_id'])} --all{more}"

@@ -1,0 +1,105 @@
+"""The store's longer SQL statements, written once with ``%s`` placeholders for both dialects.
+
+:class:`~airflow_metric_gate.store.base.MetricStore` adapts the placeholders for SQLite.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["BASELINE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS", "baseline_sql", "equal_to"]
+
+#: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
+#: before its logical date (``fence``), shared by the statements that read its earlier runs.
+_CUR_AND_FENCE = """
+WITH cur AS (
+    SELECT series, backend, suite, logical_date FROM runs WHERE run_id = %s
+),
+fence AS (
+    SELECT MAX(r.logical_date) AS since
+    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+    WHERE r.rebaseline = TRUE AND r.logical_date <= cur.logical_date
+)"""
+
+#: The baseline runs of a run: the most recent trusted baseline runs of its series identity with an
+#: earlier logical date, not before the latest rebaseline marker (at most ``history_limit``).
+BASELINE_RUNS_SQL = _CUR_AND_FENCE + """
+SELECT r.run_id
+FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+CROSS JOIN fence
+WHERE r.role = 'baseline' AND r.status = 'trusted'
+  AND r.logical_date < cur.logical_date AND r.run_id <> %s
+  AND (fence.since IS NULL OR r.logical_date >= fence.since)
+ORDER BY r.logical_date DESC, r.run_id DESC
+LIMIT %s
+"""
+
+#: The history window of a run: its earlier baseline runs of the same series identity that are not
+#: ``untrusted``, not before the latest rebaseline marker, the ``history_limit`` most recent of them.
+#: These are the runs its baseline is read from once every ``pending`` one among them is decided.
+#: One row per window run (one row of nulls when the window is empty), each with the rebaseline
+#: fence and whether the run exists.
+HISTORY_WINDOW_SQL = _CUR_AND_FENCE + """,
+win AS (
+    SELECT r.run_id, r.logical_date, r.status, r.airflow_run_id
+    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+    CROSS JOIN fence
+    WHERE r.role = 'baseline' AND r.status <> 'untrusted'
+      AND r.logical_date < cur.logical_date AND r.run_id <> %s
+      AND (fence.since IS NULL OR r.logical_date >= fence.since)
+    ORDER BY r.logical_date DESC, r.run_id DESC
+    LIMIT %s
+)
+SELECT win.run_id, win.logical_date, win.status, win.airflow_run_id, fence.since, (SELECT COUNT(*) FROM cur)
+FROM fence LEFT JOIN win ON TRUE
+ORDER BY win.logical_date DESC, win.run_id DESC
+"""
+
+#: The baselines of every coordinate of a run in one statement.  Each baseline run's rows are read
+#: by their own branch, through the (run_id, coordinate) index, so the cost follows the number of
+#: baseline runs and coordinates, never the length of the stored history.
+_BASELINE_SQL = """
+SELECT c.ordinal, {select}
+FROM metric_values c
+JOIN ({runs}) h
+  ON h.metric_key = c.metric_key AND h.steps_key = c.steps_key
+ AND h.constraint_key = c.constraint_key AND h.step = c.step
+WHERE c.run_id = %s
+{group}"""
+_BASELINE_RUN_BRANCH = "SELECT metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
+
+
+def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:
+    """Return the statement reading the baselines of a run from ``baseline_runs`` baseline runs.
+
+    Parameters: the baseline run ids, then the run id.  It returns the baseline values themselves
+    and leaves aggregating to the caller: a sum taken by the database depends on the order it scans
+    the rows in (and SQLite and PostgreSQL sum differently), so the same history could give
+    different means at band edges.
+
+    :param baseline_runs: how many baseline run ids are bound.
+    :param arrays: one row per ordinal with an array of its values (PostgreSQL ``array_agg``; less
+        to transfer and nothing to group in Python), instead of one row per value.
+    """
+    runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH] * baseline_runs)
+    if arrays:
+        return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, group="GROUP BY c.ordinal\n")
+    return _BASELINE_SQL.format(select="h.value", runs=runs, group="")
+
+
+
+#: The columns of ``runs`` that :class:`~airflow_metric_gate.store.rows.RunRow` is read from, in its order.
+RUN_COLUMNS = (
+    "run_id, series, backend, suite, role, status, logical_date, provenance, declarations, "
+    "selection_errors, status_reason, rebaseline"
+)
+
+
+def equal_to(columns: Iterable[tuple[str, Any]]) -> tuple[list[str], list[Any]]:
+    """Return ``column = %s`` conditions, and their parameters, for the columns whose value is given.
+
+    :param columns: ``(column, value)`` pairs; a pair whose value is ``None`` sets no condition.
+    """
+    given = [(column, value) for column, value in columns if value is not None]
+    return [f"{column} = %s" for column, _ in given], [value for _, value in given]

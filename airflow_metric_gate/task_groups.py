@@ -1,0 +1,190 @@
+"""The whole gate of one series identity as one task group: ``metric_gate(series=..., path=...)``.
+
+:func:`metric_gate` builds the five tasks of the nightly gate, wired as
+``wait_for_record >> ingest_record >> select_steps >> persist_values >> evaluate_gate``, inside a
+task group (group id ``metric_gate`` unless overridden), for one series identity.  It is an
+Airflow ``@task_group`` function, so the same call maps over several series::
+
+    metric_gate(series="rl-finetune", path="/data/nightly/{{ ds }}", gates_file="gates/nightly.yaml")
+
+    metric_gate.partial(gates_file="gates/nightly.yaml").expand_kwargs(
+        [{"series": "rl-7b", "path": ".../rl-7b/{{ ds }}"}, {"series": "rl-70b", "path": ...}]
+    )
+
+This module imports Airflow; ``import airflow_metric_gate`` does not load it until
+``airflow_metric_gate.metric_gate`` is first used.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import attrs
+from airflow.sdk import task_group
+from airflow.sdk.definitions._internal.expandinput import (
+    DictOfListsExpandInput,
+    ListOfDictsExpandInput,
+    MappedArgument,
+)
+
+from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
+from airflow_metric_gate.operators.ingest import IngestRecordOperator
+from airflow_metric_gate.operators.persist import PersistValuesOperator
+from airflow_metric_gate.operators.select import SelectStepsOperator
+from airflow_metric_gate.readiness import DEFAULT_MARKER
+from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
+
+GROUP_ID = "metric_gate"
+DEFAULT_POKE_INTERVAL = 300.0
+DEFAULT_SENSOR_TIMEOUT = timedelta(hours=8).total_seconds()
+
+# Arguments the operators take as plain Python values (not templated): one value for the whole
+# group, so under .expand()/.expand_kwargs() they belong in .partial().
+_FIXED = ("gates", "enforce", "deferrable", "poke_interval", "timeout")
+
+
+@attrs.define(kw_only=True)
+class _MappedOrDefault(MappedArgument):
+    """A task-group mapping argument that falls back to the function's default.
+
+    ``expand_kwargs()`` stands in a mapped argument for every parameter of the function, including
+    those a series' dict leaves out; resolving one of those would fail the task (``KeyError``).  This
+    one resolves to the parameter's default instead, so a dict only names what differs.
+    """
+
+    _default: Any = None
+
+    def resolve(self, context: Mapping[str, Any]) -> Any:
+        data, _ = self._input.resolve(context)
+        return data.get(self._key, self._default)
+
+
+def _argument(name: str, value: Any) -> Any:
+    """Return one argument of :func:`metric_gate` as its operator takes it.
+
+    A templated argument may differ per map index: a stand-in from ``expand_kwargs()`` falls back
+    to the parameter's default when a series' dict leaves it out.  A non-templated one (``_FIXED``)
+    is the same for every map index.
+
+    :raises TypeError: a non-templated argument is mapped (named in ``expand()``, or a key of a
+        literal ``expand_kwargs()`` list); it belongs in ``partial()``.
+    """
+    if not isinstance(value, MappedArgument):
+        return value
+    source, default = value._input, _DEFAULTS[name]
+    if name not in _FIXED:
+        if isinstance(source, ListOfDictsExpandInput):
+            return _MappedOrDefault(input=source, key=value._key, default=default)
+        return value
+    if isinstance(source, DictOfListsExpandInput) or (
+        isinstance(source.value, Sequence) and any(isinstance(item, Mapping) and name in item for item in source.value)
+    ):
+        raise TypeError(f"metric_gate: {name!r} is the same for every series; give it to .partial(), not .expand()")
+    # The stand-in expand_kwargs() makes for every parameter; the dicts are not known before the run.
+    return default
+
+
+# Shown in the Airflow UI (otherwise the function's docstring, written for Python readers).
+TOOLTIP = "Metric gate: wait for the night's record, ingest, select, persist, evaluate"
+DOC_MD = (
+    "Gate of one series identity: `wait_for_record` waits for the night's record, `ingest_record` "
+    "reads it, `select_steps` picks the steps of each declaration, `persist_values` stores them and "
+    "`evaluate_gate` judges them against the series' history (its XCom `return_value` is the verdict)."
+)
+
+
+@task_group(group_id=GROUP_ID, tooltip=TOOLTIP, doc_md=DOC_MD)
+def metric_gate(
+    *,
+    series: str,
+    path: str,
+    backend: str = "cuda",
+    suite: str = "default",
+    gates_file: str | None = None,
+    gates: Sequence[Mapping[str, Any] | GateDeclaration] | None = None,
+    role: str = "auto",
+    night: str | None = None,
+    conn_id: str | None = None,
+    storage_conn_id: str | None = None,
+    marker: str | None = DEFAULT_MARKER,
+    enforce: bool = True,
+    deferrable: bool = True,
+    poke_interval: float = DEFAULT_POKE_INTERVAL,
+    timeout: float = DEFAULT_SENSOR_TIMEOUT,
+) -> None:
+    """Gate one series identity's night: wait for its record, ingest, select, persist, evaluate.
+
+    Builds, inside a task group (group id ``metric_gate``; change it with
+    ``metric_gate.override(group_id=...)``), the tasks ``wait_for_record`` (a
+    :class:`~airflow_metric_gate.sensors.training_output.TrainingOutputSensor`), ``ingest_record``,
+    ``select_steps``, ``persist_values`` and ``evaluate_gate``, each handing the next its XCom.
+
+    Templated, and free to differ per series under ``expand()``/``expand_kwargs()`` (a dict that
+    leaves one out gets its default): ``series``, ``path``, ``backend``, ``suite``, ``gates_file``,
+    ``role``, ``night``, ``conn_id``, ``storage_conn_id``, ``marker``.  The same for every series
+    (give them to ``partial()``): ``gates``, ``enforce``, ``deferrable``, ``poke_interval``,
+    ``timeout``.
+
+    :param series: the training series (with ``backend`` and ``suite``, the series identity whose
+        history the night is judged against).
+    :param path: where the night's record is (folder, file or object-storage URI), e.g.
+        ``"/data/nightly/{{ ds }}"``.
+    :param backend: hardware backend of the series identity.
+    :param suite: schedule or cluster of the series identity.
+    :param gates_file: the gates file (YAML, JSON or Python); a relative path starts at the DAG
+        file's folder.
+    :param gates: declarations written in the DAG file, after those of ``gates_file``; give
+        ``gates_file``, ``gates`` or both.
+    :param role: ``auto`` (scheduled runs baseline, manual runs shadow), ``baseline`` or ``shadow``.
+    :param night: the night (``YYYY-MM-DD``); empty or ``None``: the run's logical date.
+    :param conn_id: the metric store's Airflow connection; ``None``: ``[metric_gate] conn_id``.
+    :param storage_conn_id: connection of the object storage holding the record, if any.
+    :param marker: the file that says the record is complete (``None``: none awaited).
+    :param enforce: fail ``evaluate_gate`` when a baseline run is not trusted (a regression).
+    :param deferrable: wait for the record in the triggerer instead of a worker slot.
+    :param poke_interval: seconds between two looks for the record.
+    :param timeout: seconds to wait for the record before ``wait_for_record`` fails.
+    """
+    a = {name: _argument(name, value) for name, value in locals().items()}
+    sensor = TrainingOutputSensor(
+        task_id="wait_for_record",
+        path=a["path"],
+        marker=a["marker"],
+        storage_conn_id=a["storage_conn_id"],
+        deferrable=a["deferrable"],
+        poke_interval=a["poke_interval"],
+        timeout=a["timeout"],
+    )
+    ingest = IngestRecordOperator(task_id="ingest_record", location=sensor.output, storage_conn_id=a["storage_conn_id"])
+    select = SelectStepsOperator(
+        task_id="select_steps",
+        record=ingest.output,
+        gates_file=a["gates_file"],
+        gates=a["gates"],
+        storage_conn_id=a["storage_conn_id"],
+    )
+    persist = PersistValuesOperator(
+        task_id="persist_values",
+        selection=select.output,
+        series=a["series"],
+        backend=a["backend"],
+        suite=a["suite"],
+        role=a["role"],
+        night=a["night"],
+        conn_id=a["conn_id"],
+    )
+    EvaluateGateOperator(task_id="evaluate_gate", run=persist.output, conn_id=a["conn_id"], enforce=a["enforce"])
+
+
+# Each parameter's default (None for the required series and path, which a task then rejects).
+_DEFAULTS = {
+    name: None if p.default is inspect.Parameter.empty else p.default
+    for name, p in inspect.signature(metric_gate.function).parameters.items()
+}
+
+
+__all__ = ["GROUP_ID", "metric_gate"]
