@@ -24,8 +24,9 @@ from airflow_metric_gate.evaluation import (
     judge,
     median_and_mad,
 )
+from airflow_metric_gate.report import render_report
 from airflow_metric_gate.schemas.verdict import VerdictSchema
-from airflow_metric_gate.verdict import build_verdict, render_report
+from airflow_metric_gate.verdict import build_verdict
 
 C = {"rel_up": 0.1, "rel_down": 0.1}
 
