@@ -37,15 +37,22 @@ __all__ = [
     "evaluate_value",
     "is_trusted",
     "judge",
+    "median_and_mad",
     "reference",
 ]
 
 DEFAULT_HISTORY_LIMIT = 20
 DEFAULT_MIN_HISTORY = 1
 
-#: What :func:`judge` decides for one coordinate: ``(status, ref, error)``; ``ref`` is ``None``
-#: unless the status is PASS or FAIL, ``error`` says why an ERROR is one.
-Judged = tuple[str, "float | None", "str | None"]
+#: What :func:`judge` decides for one coordinate: ``(status, ref, error, mad)``; ``ref`` is ``None``
+#: unless the status is PASS or FAIL, ``error`` says why an ERROR is one, ``mad`` is the baseline
+#: values' median absolute deviation when the ``mad`` band judged (``ref`` is then their median).
+Judged = tuple[str, "float | None", "str | None", "float | None"]
+
+#: A declaration with ``band: mad`` judges a coordinate by its MAD band only from this many baseline
+#: values on; with fewer (a spread measured on a handful of nights is itself noise), or a MAD of 0,
+#: the constraint's band judges it.
+MAD_MIN_VALUES = 10
 
 
 @dataclass(frozen=True)
@@ -121,8 +128,19 @@ def constraint_params(constraint: Mapping[str, float]) -> tuple[float, float, fl
     )
 
 
+def median_and_mad(values: Sequence[float]) -> tuple[float, float]:
+    """Return the median of some baseline values and their median absolute deviation (MAD).
+
+    ``MAD = median(|v - median|)``.
+
+    :param values: the baseline values (non-empty, finite).
+    """
+    median = reference(values, "median")
+    return median, reference([abs(v - median) for v in values], "median")
+
+
 def judge(current: float, values: Sequence[float], params: tuple[float, float, float, float], min_history: int,
-          aggregate: str = "mean") -> Judged:
+          aggregate: str = "mean", mad_k: float | None = None) -> Judged:
     """Decide one coordinate's status (SPEC 6): the one place PASS, FAIL and INACTIVE are decided.
 
     Fewer than ``min_history`` baseline values (or none) is INACTIVE (a cold start); a baseline
@@ -130,22 +148,32 @@ def judge(current: float, values: Sequence[float], params: tuple[float, float, f
     (:func:`band_limits`, both ends inclusive) and FAIL outside it.  Builds no result object, so
     judging a run's 100,000 coordinates stays cheap; :func:`describe` explains what was decided.
 
+    With ``mad_k`` (a declaration's opt-in ``band: mad``) and at least :data:`MAD_MIN_VALUES`
+    baseline values whose MAD is not 0, the band is ``median -+ mad_k x MAD`` instead (both ends
+    inclusive; the constraint and ``aggregate`` are then not used).
+
     :param current: the value of the run being gated.
     :param values: the coordinate's baseline values.
     :param params: the constraint as a tuple (see :func:`constraint_params`).
     :param min_history: fewer baseline values than this makes the result INACTIVE.
     :param aggregate: ``"mean"`` or ``"median"`` (see :func:`reference`).
-    :return: ``(status, ref, error)``.
+    :param mad_k: the half-width of the ``mad`` band in MADs; ``None``: the constraint's band.
+    :return: ``(status, ref, error, mad)``.
     """
     n = len(values)
     if n == 0 or n < min_history:
-        return INACTIVE, None, None
+        return INACTIVE, None, None, None
+    if mad_k is not None and n >= MAD_MIN_VALUES:
+        median, mad = median_and_mad(values)
+        if mad > 0:
+            half = mad_k * mad
+            return (PASS if median - half <= current <= median + half else FAIL), median, None, mad
     try:
         ref = reference(values, aggregate)
     except OverflowError as exc:
-        return ERROR, None, str(exc)
+        return ERROR, None, str(exc), None
     lo, hi = band_limits(ref, params)
-    return (PASS if lo <= current <= hi else FAIL), ref, None
+    return (PASS if lo <= current <= hi else FAIL), ref, None, None
 
 
 def compute_band(ref: float, constraint: Mapping[str, float]) -> Band:
@@ -213,6 +241,7 @@ def describe(
     constraint: Mapping[str, float],
     min_history: int = DEFAULT_MIN_HISTORY,
     aggregate: str = "mean",
+    mad_k: float | None = None,
 ) -> Result:
     """Return the result of a coordinate :func:`judge` decided, explaining the decision.
 
@@ -229,8 +258,9 @@ def describe(
     :param constraint: the band parameters.
     :param min_history: the cold-start threshold, for the reason.
     :param aggregate: the reference's aggregate, for the reason.
+    :param mad_k: the declaration's ``mad_k`` when it has ``band: mad`` (what :func:`judge` was given).
     """
-    status, ref, error = judged
+    status, ref, error, mad = judged
     result = Result(metric_key, steps_key, constraint_key, step, at_step, status, current=current, n=n)
     if status == INACTIVE:
         result.reason = f"cold start: {n} baseline value(s), {max(min_history, 1)} needed"
@@ -238,6 +268,8 @@ def describe(
     if status == ERROR or ref is None:
         result.reason = error or ""
         return result
+    if mad is not None and mad_k is not None:
+        return _describe_mad(result, ref, mad, mad_k)
     band = compute_band(ref, constraint)
     result.ref, result.lo, result.hi = ref, band.lo, band.hi
     if status == PASS:
@@ -256,6 +288,28 @@ def describe(
         f"(ref {_fmt(ref)} {sign} {term}; {aggregate} of n={n}); "
         f"off by {_fmt(abs(current - limit))}"
     )
+    if mad_k is not None:  # band: mad, but too few values or no spread to measure it on
+        why = f"{n} baseline value(s), {MAD_MIN_VALUES} needed" if n < MAD_MIN_VALUES else "the MAD is 0"
+        result.reason += f"; constraint band, not the mad band: {why}"
+    return result
+
+
+def _describe_mad(result: Result, ref: float, mad: float, mad_k: float) -> Result:
+    """Fill in a result the ``mad`` band judged: ``ref`` is the median, the band ``ref -+ mad_k x MAD``."""
+    half = mad_k * mad
+    current = result.current
+    result.ref, result.lo, result.hi = ref, ref - half, ref + half
+    if result.status == PASS:
+        result.reason = "within band"
+        return result
+    above = current > result.hi  # type: ignore[operator]
+    result.side, result.bound = ("above" if above else "below"), "mad"
+    limit, sign = (result.hi, "+") if above else (result.lo, "-")
+    result.reason = (
+        f"{_fmt(current)} is {result.side} {'hi' if above else 'lo'} {_fmt(limit)} "  # type: ignore[arg-type]
+        f"(mad band: ref {_fmt(ref)} {sign} {_fmt(mad_k)} x MAD {_fmt(mad)} = {_fmt(half)}; median of n={result.n}); "
+        f"off by {_fmt(abs(current - limit))}"  # type: ignore[operator]
+    )
     return result
 
 
@@ -271,6 +325,7 @@ def evaluate_value(
     constraint: Mapping[str, float],
     min_history: int = DEFAULT_MIN_HISTORY,
     aggregate: str = "mean",
+    mad_k: float | None = None,
 ) -> Result:
     """Judge one current value against its coordinate's baseline values and explain the result.
 
@@ -286,10 +341,12 @@ def evaluate_value(
     :param constraint: the band parameters.
     :param min_history: fewer baseline values than this makes the result INACTIVE.
     :param aggregate: ``"mean"`` or ``"median"``.
+    :param mad_k: the ``mad`` band's half-width in MADs (a declaration's ``band: mad``); ``None``: the
+        constraint's band.
     """
-    judged = judge(current, history, constraint_params(constraint), min_history, aggregate)
+    judged = judge(current, history, constraint_params(constraint), min_history, aggregate, mad_k)
     return describe(metric_key, steps_key, constraint_key, step, at_step, current, len(history), judged,
-                    constraint, min_history, aggregate)
+                    constraint, min_history, aggregate, mad_k)
 
 
 def error_result(metric_key: str, steps_key: str, constraint_key: str, message: str) -> Result:

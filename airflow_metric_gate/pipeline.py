@@ -41,7 +41,7 @@ from airflow_metric_gate.limits import (
     step_problem,
 )
 from airflow_metric_gate.records import Record, read_record
-from airflow_metric_gate.rules import applies_persistence, tolerate_isolated_failures
+from airflow_metric_gate.rules import applies_persistence, is_warning, mad_k, tolerate_isolated_failures
 from airflow_metric_gate.selection import LAST_STEP, Selection, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
 from airflow_metric_gate.store.rows import PROVENANCE_COLUMNS, WindowRun
@@ -378,19 +378,20 @@ def evaluate(
     counts = {status: 0 for status in STATUSES}
     per_gate = {key: {status: 0 for status in STATUSES} for key in gates}  # for the verdict's summary
     params = {key: constraint_params(gate["constraint"]) for key, gate in gates.items()}
+    mad_ks = {key: mad_k(gate) for key, gate in gates.items()}  # the opt-in band: mad (None: off)
     ordered: list[tuple[int, Result, dict]] = []  # the results the verdict lists, with their gates
     no_values: list[float] = []
     for v in current:
         key = (v.metric_key, v.steps_key, v.constraint_key)
         values = history.get(v.ordinal, no_values)
-        judged = judge(v.value, values, params[key], min_history, aggregate)
+        judged = judge(v.value, values, params[key], min_history, aggregate, mad_ks[key])
         status = judged[0]
         counts[status] += 1
         per_gate[key][status] += 1
         if status in (FAIL, ERROR) or all_results:
             gate = gates[key]
             result = describe(v.metric_key, v.steps_key, v.constraint_key, v.step, v.at_step, v.value, len(values),
-                              judged, gate["constraint"], min_history, aggregate)
+                              judged, gate["constraint"], min_history, aggregate, mad_ks[key])
             ordered.append((v.ordinal, result, gate))
     if applies_persistence(run.declarations):  # the opt-in rule min_failing_steps
         selected = Counter((v.metric_key, v.steps_key, v.constraint_key) for v in current)
@@ -411,6 +412,7 @@ def evaluate(
         1
         for _, r, gate in ordered
         if r.status in (FAIL, ERROR) and (enforce or gate["enforce"]) and not gate["allowlist_reason"]
+        and not is_warning(gate)  # the opt-in severity: warn reports, never blocks
     )
     extras = [(i, {"allowlist_reason": gate["allowlist_reason"]}) for i, (_, _, gate) in enumerate(ordered)
               if gate["allowlist_reason"]]
@@ -420,6 +422,7 @@ def evaluate(
         enforced=bool(enforce or any(g["enforce"] for g in run.declarations)), blocking=blocking,
         all_results=all_results, max_results=max_results, max_bytes=max_bytes, extra_fields=extras,
         counts=counts, declaration_counts=per_gate,
+        warn_declarations=[key for key, gate in gates.items() if is_warning(gate)],
     )
     counts = verdict["counts"]
     reason = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s]) or "no declarations"

@@ -36,7 +36,7 @@ from airflow_metric_gate.evaluation import (
     judge,
 )
 from airflow_metric_gate.pipeline import check_evaluate_options
-from airflow_metric_gate.rules import min_failing_steps, tolerate_isolated_failures
+from airflow_metric_gate.rules import mad_k, min_failing_steps, rule_options, tolerate_isolated_failures
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError
 
 TRUST_MODES = ("replayed", "stored")
@@ -47,11 +47,12 @@ __all__ = ["TRUST_MODES", "render_replay", "replay"]
 class _Gate:
     """One declaration being replayed and what it found."""
 
-    __slots__ = ("summary", "params", "failed", "judged", "missing")
+    __slots__ = ("summary", "params", "mad_k", "failed", "judged", "missing")
 
     def __init__(self, summary: dict) -> None:
         self.summary = summary
         self.params = constraint_params(summary["constraint"])
+        self.mad_k = mad_k(summary)
         self.failed: list[dict] = []
         self.judged = 0
         self.missing = 0
@@ -68,8 +69,7 @@ def _summary(d: GateDeclaration | dict) -> dict:
         return d.summary()
     out = {k: d.get(k) for k in ("metric_key", "steps_key", "constraint_key", "constraint", "enforce",
                                  "allowlist_reason")}
-    if min_failing_steps(d) != 1:
-        out["min_failing_steps"] = min_failing_steps(d)
+    out.update(rule_options(d))
     return out
 
 
@@ -139,7 +139,7 @@ def replay(
             gates[i] = _Gate(_summary(d))
             routes.setdefault((d.metric_key, d.steps_key), []).append(i)
     stored_literals: dict[str, set[str]] = {}
-    windows: dict[Any, deque] = {}
+    windows: dict[Any, tuple[deque, deque]] = {}  # coordinate -> (fed-run numbers, baseline values)
     fed = 0  # how many runs have fed baselines so far
     nights: list[dict] = []
     counts_total = {s: 0 for s in STATUSES}
@@ -159,38 +159,44 @@ def replay(
                     gate = gates[key] = _Gate(_summary(summary))
                 else:
                     gate.summary, gate.params = _summary(summary), constraint_params(summary["constraint"])
+                    gate.mad_k = mad_k(summary)
                 present[key] = False
+        block: tuple[str, str, str] | None = None  # the declaration of the rows being read
+        targets: list[tuple[Any, _Gate]] = []
         for _, metric_key, steps_key, constraint_key, step, value, at_step in rows:
-            stored_literals.setdefault(metric_key, set()).add(steps_key)
-            if given:
-                targets = routes.get((metric_key, steps_key), ())
-            else:
-                targets = ((metric_key, steps_key, constraint_key),)
-            for gk in targets:
+            if block is None or block[2] != constraint_key or block[0] != metric_key or block[1] != steps_key:
+                # a new declaration's rows (they come together, in ordinal order): resolve it once
+                block = (metric_key, steps_key, constraint_key)
+                stored_literals.setdefault(metric_key, set()).add(steps_key)
+                keys = routes.get((metric_key, steps_key), ()) if given else (block,)
+                # a value without its declaration (not written by this package) is skipped
+                targets = [(gk, gates[gk]) for gk in keys if gk in gates]
+                for gk, _ in targets:
+                    present[gk] = True
+            for gk, gate in targets:
                 coord = (gk, step)
-                if given and coord in feed_seen:
-                    continue  # the same metric and steps stored under another constraint: same values
-                gate = gates.get(gk)
-                if gate is None:
-                    continue  # a value without its declaration (not written by this package)
-                present[gk] = True
+                if given:
+                    if coord in feed_seen:
+                        continue  # the same metric and steps stored under another constraint: same values
+                    feed_seen.add(coord)
                 window = windows.get(coord)
-                if window:
-                    while window and window[0][0] <= cutoff:
-                        window.popleft()
-                history = [v for _, v in window] if window else []
-                judged = judge(value, history, gate.params, min_history, aggregate)
+                if window is None:
+                    history: Any = ()
+                else:
+                    fed_at, history = window  # when each value was fed, and the values
+                    while fed_at and fed_at[0] <= cutoff:
+                        fed_at.popleft()
+                        history.popleft()
+                judged = judge(value, history, gate.params, min_history, aggregate, gate.mad_k)
                 status = judged[0]
                 counts[status] += 1
                 if status in (FAIL, ERROR):
                     s = gate.summary
                     result = describe(metric_key, s["steps_key"], s["constraint_key"], step, at_step, value,
-                                      len(history), judged, s["constraint"], min_history, aggregate)
+                                      len(history), judged, s["constraint"], min_history, aggregate, gate.mad_k)
                     failing.setdefault(gk, []).append(result)
                 selected[gk] += 1
                 feed.append((coord, value))
-                if given:
-                    feed_seen.add(coord)
         for e in run.selection_errors:
             stored_literals.setdefault(e["metric_key"], set()).add(e["steps_key"])
             if given:
@@ -254,8 +260,9 @@ def replay(
             for coord, value in j["feed"]:
                 window = windows.get(coord)
                 if window is None:
-                    window = windows[coord] = deque(maxlen=history_limit)
-                window.append((fed, value))
+                    window = windows[coord] = (deque(maxlen=history_limit), deque(maxlen=history_limit))
+                window[0].append(fed)
+                window[1].append(value)
         group.clear()
 
     feed_seen: set = set()
@@ -324,7 +331,8 @@ def render_replay(report: dict, *, max_coordinates: int = 5) -> str:
     ]
     for g in report["declarations"]:
         lines.append("")
-        lines.append(f"{g['metric_key']} steps={g['steps_key']} constraint={g['constraint_key']}: "
+        options = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in rule_options(g).items())
+        lines.append(f"{g['metric_key']} steps={g['steps_key']} constraint={g['constraint_key']}{options}: "
                      f"{g['nights_failed']} of {g['nights_judged']} night(s) would fail"
                      + (f"; not stored on {g['nights_not_stored']} night(s)" if g.get("nights_not_stored") else ""))
         for f in g["failed"]:

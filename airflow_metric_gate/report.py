@@ -86,14 +86,16 @@ def summary_entry_line(entry: Mapping) -> str:
         worst step 150: 0.41 vs baseline 0.8 (-49%; band 0.64..0.96)
 
     (one line), or ``ERROR <metric> (steps <steps>): <reason>`` for a declaration that could not select.
+    A declaration of ``severity: warn`` opens with ``WARNING`` instead (``WARNING ERROR`` for an ERROR).
 
     :param entry: an entry of the verdict's ``summary``.
     """
     name = f"{entry['metric_key']} (steps {entry['steps_key']})"
     counts = entry["counts"]
     worst = entry["worst"]
+    warn = "WARNING " if entry.get("severity") == "warn" else ""
     if worst is None:
-        return printable(f"ERROR {name}: {entry['error']}")
+        return printable(f"{warn}ERROR {name}: {entry['error']}")
     steps = counts[PASS] + counts[FAIL] + counts[INACTIVE]
     parts = [f"{counts[FAIL]} of {steps} {'step' if steps == 1 else 'steps'} FAIL"]
     first, last = entry["first_failing_step"], entry["last_failing_step"]
@@ -108,7 +110,7 @@ def summary_entry_line(entry: Mapping) -> str:
     )
     if counts[ERROR]:
         parts.append(f"{counts[ERROR]} ERROR: {entry['error']}")
-    return printable(f"REGRESSED {name}: " + ", ".join(parts))
+    return printable(f"{warn or 'REGRESSED '}{name}: " + ", ".join(parts))
 
 
 def _result_distance(result: Mapping) -> float:
@@ -136,6 +138,8 @@ def _row(r: Mapping) -> tuple[str, ...]:
         decided = ""
     if r.get("allowlist_reason"):
         decided += f" (allowlisted: {r['allowlist_reason']})"
+    if r.get("severity") == "warn" and r["status"] in (FAIL, ERROR):
+        decided += " (warning: severity warn, never blocks)"
     return (r["status"], r["metric_key"], _step(r), _num(r["current"]), _num(r["ref"]), band, str(r["n"]), decided)
 
 
@@ -196,6 +200,10 @@ def render_table(verdict: dict, *, table_rows: int | None = DEFAULT_TABLE_ROWS, 
         lines.append("no FAIL or ERROR results")
     counts = verdict["counts"]
     lines.append("counts: " + ", ".join(f"{s} {counts[s]}" for s in STATUSES))
+    warnings = sum(e["counts"][FAIL] + e["counts"][ERROR] for e in verdict.get("summary", ())
+                   if e.get("severity") == "warn")
+    if warnings:
+        lines.append(f"{warnings} FAIL/ERROR result(s) of severity warn declarations: warnings, never blocking")
     if verdict["truncated"]:
         lines.append(f"{verdict['truncated']} result(s) left out of the verdict itself (max_results, size limit)")
     if verdict.get("blocking") and fails:

@@ -5,6 +5,16 @@
 selected fewer).  Below that, its FAIL results are tolerated: reported as PASS with the reason, and
 the run stays trusted as far as this declaration goes.  An isolated spike on one step of a
 thousand no longer fails a night; a level shift, which moves many steps, still does.
+
+``band: mad`` with ``mad_k`` (robust band): a coordinate is judged by the median of its baseline
+values plus or minus ``mad_k`` times their median absolute deviation (decided by
+:func:`airflow_metric_gate.evaluation.judge`, from :data:`~airflow_metric_gate.evaluation.MAD_MIN_VALUES`
+baseline values on).
+
+``severity: warn``: the declaration's FAIL and ERROR results never block; they still make the run
+untrusted (the regressed value feeds no baseline).
+
+Each option is stored with a run's declarations only when switched on (:func:`rule_options`).
 """
 
 from __future__ import annotations
@@ -14,13 +24,42 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_metric_gate.enums import FAIL, PASS
+from airflow_metric_gate.schemas.declarations import DEFAULT_MAD_K
 
-__all__ = ["applies_persistence", "min_failing_steps", "tolerate_isolated_failures"]
+__all__ = ["applies_persistence", "is_warning", "mad_k", "min_failing_steps", "rule_options",
+           "tolerate_isolated_failures"]
 
 
 def min_failing_steps(gate: Mapping[str, Any]) -> int:
     """Return a stored or serialized declaration's ``min_failing_steps`` (1 when absent)."""
     return int(gate.get("min_failing_steps") or 1)
+
+
+def mad_k(gate: Mapping[str, Any]) -> float | None:
+    """Return a stored or serialized declaration's ``mad_k`` when it has ``band: mad``, else ``None``."""
+    return float(gate.get("mad_k") or DEFAULT_MAD_K) if gate.get("band") == "mad" else None
+
+
+def is_warning(gate: Mapping[str, Any]) -> bool:
+    """Return whether a stored or serialized declaration has ``severity: warn`` (its failures never block)."""
+    return gate.get("severity") == "warn"
+
+
+def rule_options(gate: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the opt-in judging options a stored or serialized declaration switched on, as stored.
+
+    The same fields, under the same rule, as
+    :meth:`~airflow_metric_gate.declarations.GateDeclaration.rule_options`.
+    """
+    out: dict[str, Any] = {}
+    if min_failing_steps(gate) != 1:
+        out["min_failing_steps"] = min_failing_steps(gate)
+    k = mad_k(gate)
+    if k is not None:
+        out.update(band="mad", mad_k=k)
+    if is_warning(gate):
+        out["severity"] = "warn"
+    return out
 
 
 def tolerate_isolated_failures(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from airflow_metric_gate.enums import ERROR, FAIL, STATUSES
 from airflow_metric_gate.evaluation import Result
@@ -160,6 +160,7 @@ def build_verdict(
     extra_fields: Sequence[tuple[int, dict]] = (),
     counts: dict[str, int] | None = None,
     declaration_counts: Mapping[DeclarationKey, Mapping[str, int]] | None = None,
+    warn_declarations: Collection[DeclarationKey] = (),
 ) -> dict:
     """Assemble the versioned verdict.
 
@@ -183,6 +184,8 @@ def build_verdict(
         results); by default counted from ``results``.
     :param declaration_counts: results per status of each declaration, keyed
         ``(metric_key, steps_key, constraint_key)``, for the ``summary``; by default counted from ``results``.
+    :param warn_declarations: the declarations of ``severity: warn``: their summary entries and
+        results say ``"severity": "warn"`` (reported as warnings, never blocking).
     """
     if counts is None:
         counts = {status: 0 for status in STATUSES}
@@ -190,6 +193,14 @@ def build_verdict(
             counts[r.status] += 1
     extras = dict(extra_fields)
     summary, distances = summarize(results, declaration_counts)
+    warned = set(warn_declarations)
+    if warned:
+        for entry in summary:
+            if (entry["metric_key"], entry["steps_key"], entry["constraint_key"]) in warned:
+                entry["severity"] = "warn"
+        for i, r in enumerate(results):
+            if (r.metric_key, r.steps_key, r.constraint_key) in warned:
+                extras[i] = {**extras.get(i, {}), "severity": "warn"}
     if all_results:
         chosen = list(range(len(results)))
     else:

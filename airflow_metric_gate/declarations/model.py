@@ -84,6 +84,13 @@ class GateDeclaration:
     :param min_failing_steps: opt-in persistence rule: the declaration's FAIL results count only when
         at least this many of its selected steps (or all of them, when fewer) leave the band in the
         run; 1 (the default) is the plain rule.
+    :param band: ``"rel"`` (the default: the constraint's band around the baseline reference) or
+        ``"mad"`` (opt-in robust band: the median of the coordinate's baseline values plus or minus
+        ``mad_k`` times their median absolute deviation).
+    :param mad_k: the half-width of the ``mad`` band in MADs; set (default
+        :data:`~airflow_metric_gate.schemas.declarations.DEFAULT_MAD_K`) only with ``band="mad"``.
+    :param severity: ``"fail"`` (the default) or ``"warn"``: a warn declaration's FAIL results are
+        reported as warnings and never block; they still make the run untrusted.
     """
 
     metric_key: str
@@ -95,6 +102,9 @@ class GateDeclaration:
     allowlist_reason: str | None = None
     source: str | None = field(default=None, compare=False)
     min_failing_steps: int = 1
+    band: str = "rel"
+    mad_k: float | None = None
+    severity: str = "fail"
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, str):
@@ -119,8 +129,23 @@ class GateDeclaration:
             "allowlist_reason": self.allowlist_reason,
             "source": self.source,
         }
-        if self.min_failing_steps != 1:  # written only when set, so default declarations read as before
+        out.update(self.rule_options())  # written only when set, so default declarations read as before
+        return out
+
+    def rule_options(self) -> dict[str, Any]:
+        """Return the opt-in judging options that differ from their defaults (empty for a default declaration).
+
+        What is stored with a run's declarations and serialized: written only when set, so default
+        declarations read as before.
+        """
+        out: dict[str, Any] = {}
+        if self.min_failing_steps != 1:
             out["min_failing_steps"] = self.min_failing_steps
+        if self.band != "rel":
+            out["band"] = self.band
+            out["mad_k"] = self.mad_k
+        if self.severity != "fail":
+            out["severity"] = self.severity
         return out
 
     def summary(self) -> dict[str, Any]:
@@ -133,8 +158,7 @@ class GateDeclaration:
             "enforce": bool(self.enforce),
             "allowlist_reason": self.allowlist_reason,
         }
-        if self.min_failing_steps != 1:  # opt-in rules are stored only when switched on
-            out["min_failing_steps"] = self.min_failing_steps
+        out.update(self.rule_options())  # opt-in rules are stored only when switched on
         return out
 
     @classmethod

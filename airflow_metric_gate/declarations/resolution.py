@@ -14,7 +14,7 @@ from airflow_metric_gate.limits import (
     MAX_STEPS_KEY_BYTES,
     key_problem,
 )
-from airflow_metric_gate.schemas.declarations import DeclarationSchema
+from airflow_metric_gate.schemas.declarations import DEFAULT_MAD_K, DeclarationSchema
 from airflow_metric_gate.schemas.messages import first_field, format_errors
 
 __all__ = ["collapse_duplicates", "declare", "resolve_declarations", "resolve_items"]
@@ -72,6 +72,9 @@ def _build(
         allowlist_reason=loaded["allowlist_reason"],
         source=source,
         min_failing_steps=loaded["min_failing_steps"],
+        band=loaded["band"],
+        mad_k=(loaded["mad_k"] or DEFAULT_MAD_K) if loaded["band"] == "mad" else None,
+        severity=loaded["severity"],
     )
 
 
@@ -93,6 +96,9 @@ def declare(
     defaults: Mapping[str, Any] | None = None,
     source: str | None = None,
     min_failing_steps: int = 1,
+    band: str = "rel",
+    mad_k: float | None = None,
+    severity: str = "fail",
 ) -> GateDeclaration:
     """Declare one gate in Python.
 
@@ -107,12 +113,16 @@ def declare(
     :param defaults: entries extending or overriding :data:`GATE_DEFAULTS`.
     :param source: where the declaration is written, used in messages.
     :param min_failing_steps: opt-in persistence rule (see :class:`GateDeclaration`).
+    :param band: ``"rel"`` or the opt-in robust ``"mad"`` band (see :class:`GateDeclaration`).
+    :param mad_k: the ``mad`` band's half-width in MADs (only with ``band="mad"``).
+    :param severity: ``"fail"`` or ``"warn"`` (see :class:`GateDeclaration`).
     :raises DeclarationError: the declaration is invalid.
     """
     item: dict[str, Any] = {"metric_key": metric_key}
     item.update(enforce=enforce, allowlist_reason=allowlist_reason)
-    if min_failing_steps != 1:
-        item["min_failing_steps"] = min_failing_steps
+    opt_in = {"min_failing_steps": (min_failing_steps, 1), "band": (band, "rel"), "mad_k": (mad_k, None),
+              "severity": (severity, "fail")}
+    item.update({name: value for name, (value, default) in opt_in.items() if value != default})
     if steps is not _OMITTED:
         item["steps"] = steps
     if constraint is not _OMITTED:
@@ -159,13 +169,13 @@ def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[G
 
     The one check of a coordinate declared twice (SPEC 4), whatever the declarations came from
     (gates files, DAG files, both): the first declaration is kept, each later one with the same
-    ``enforce``, ``allowlist_reason`` and ``min_failing_steps`` is dropped with a warning naming
+    ``enforce``, ``allowlist_reason`` and opt-in judging options is dropped with a warning naming
     both places; a file the reference gate accepts is never rejected for it.
 
     :param declarations: resolved declarations, in declaration order.
     :return: the declarations without duplicates, in first-seen order, and the warnings.
     :raises DeclarationError: two declarations of one coordinate differ in ``enforce``,
-        ``allowlist_reason`` or ``min_failing_steps`` (bad input: never retried); the message
+        ``allowlist_reason`` or an opt-in judging option (bad input: never retried); the message
         names both places.
     """
     kept: dict[tuple[str, str, str], GateDeclaration] = {}
@@ -178,7 +188,7 @@ def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[G
             f"gate {declaration.metric_key!r} with steps {declaration.steps_key} and constraint "
             f"{declaration.constraint_key}"
         )
-        for name in ("enforce", "allowlist_reason", "min_failing_steps"):
+        for name in ("enforce", "allowlist_reason", "min_failing_steps", "band", "mad_k", "severity"):
             a, b = getattr(first, name), getattr(declaration, name)
             if a != b:
                 raise DeclarationError(

@@ -65,10 +65,11 @@ class EvaluateGateOperator(MetricGateBaseOperator):
 
     the table of the worst ``table_rows`` coordinates of each declaration, and where the full
     verdict is; and only then, when an enforced FAIL or ERROR is present (``enforce=True``, or a
-    declaration's own ``enforce``, unless allowlisted), raises ``AirflowFailException`` (no retries) naming what
-    failed and where the full verdict is.  A shadow run (manual runs by default, ``airflow dags test``
-    included) is reported and never fails the task; its log says so in one line before everything
-    else, with how to make the run a baseline run.  Store outages raise a retryable error.
+    declaration's own ``enforce``, unless allowlisted or of ``severity: warn``), raises
+    ``AirflowFailException`` (no retries) naming what failed and where the full verdict is.  A shadow
+    run (manual runs by default, ``airflow dags test`` included) is reported and never fails the
+    task; its log says so in one line before everything else, with how to make the run a baseline
+    run.  Store outages raise a retryable error.
 
     A night is judged only once no earlier night of its history window is still ``pending`` (an
     Airflow backfill runs many nights at once), nor an earlier DAG run of the same DAG that could

@@ -26,8 +26,16 @@ DOWN_KEYS: tuple[str, ...] = ("rel_down", "abs_floor_down")
 CONSTRAINT_KEYS: tuple[str, ...] = UP_KEYS + DOWN_KEYS
 #: The fields of a declaration.
 DECLARATION_FIELDS: tuple[str, ...] = (
-    "metric_key", "steps", "constraint", "enforce", "allowlist_reason", "min_failing_steps",
+    "metric_key", "steps", "constraint", "enforce", "allowlist_reason", "min_failing_steps", "band", "mad_k",
+    "severity",
 )
+#: The values of ``band``: ``rel`` (the constraint's relative band with floors, the default) or ``mad``
+#: (the history's median with a half-width of ``mad_k`` x its median absolute deviation).
+BANDS: tuple[str, ...] = ("rel", "mad")
+#: The values of ``severity``: ``fail`` (the default) or ``warn`` (a FAIL is reported, never blocks).
+SEVERITIES: tuple[str, ...] = ("fail", "warn")
+#: ``mad_k`` when a declaration sets ``band: mad`` without it (see docs/accuracy.md for why).
+DEFAULT_MAD_K = 6.0
 #: The fields a defaults entry may fill when a declaration omits them.
 DEFAULTABLE_FIELDS: tuple[str, ...] = ("steps", "constraint")
 
@@ -138,6 +146,42 @@ class PositiveIntField(fields.Field):
         return value
 
 
+class PositiveNumberField(fields.Field):
+    """A finite real number > 0 (not a bool)."""
+
+    default_error_messages = {"null": "must be a finite number > 0, got None"}
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if not _is_finite_number(value) or value <= 0:
+            raise ValidationError(f"must be a finite number > 0, got {value!r}")
+        return float(value)
+
+
+class ChoiceField(fields.Field):
+    """One of a few strings."""
+
+    def __init__(self, choices: tuple[str, ...], **kwargs: Any) -> None:
+        self.choices = choices
+        rule = f"must be one of {', '.join(repr(c) for c in choices)}"
+        super().__init__(error_messages={"null": f"{rule}, got None"}, **kwargs)
+        self.rule = rule
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if not isinstance(value, str) or value not in self.choices:
+            raise ValidationError(f"{self.rule}, got {value!r}")
+        return value
+
+
+def check_rule_options(data: Mapping[str, Any]) -> None:
+    """Refuse ``mad_k`` without ``band: mad`` (it would silently do nothing).
+
+    :param data: a loaded declaration.
+    :raises ValidationError: naming ``mad_k``.
+    """
+    if data.get("mad_k") is not None and data.get("band", "rel") != "mad":
+        raise ValidationError(f"applies only with band: mad, got band {data.get('band', 'rel')!r}", "mad_k")
+
+
 class TextField(fields.Field):
     """A string; ``non_empty`` rejects ``""``."""
 
@@ -201,7 +245,7 @@ class DeclarationSchema(Schema):
     """One gate declaration, resolved against a defaults table.
 
     Loads to ``{"metric_key", "steps", "constraint", "enforce", "allowlist_reason", "min_failing_steps",
-    "defaulted"}``
+    "band", "mad_k", "severity", "defaulted"}``
     where ``steps`` and ``constraint`` are the literals as written (or the defaults literal, a
     copy), and ``defaulted`` lists the fields the defaults table filled.  A field is filled only
     when *omitted*: a written value, ``None`` included, is validated as written.
@@ -224,6 +268,13 @@ class DeclarationSchema(Schema):
     enforce = StrictBooleanField(load_default=False)
     allowlist_reason = TextField(allow_none=True, load_default=None)
     min_failing_steps = PositiveIntField(load_default=1)
+    band = ChoiceField(BANDS, load_default="rel")
+    mad_k = PositiveNumberField(load_default=None)
+    severity = ChoiceField(SEVERITIES, load_default="fail")
+
+    @validates_schema
+    def _rule_options(self, data: dict[str, Any], **kwargs: Any) -> None:
+        check_rule_options(data)
 
     def __init__(self, *, defaults: Mapping[str, Mapping[str, Any]] | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -290,7 +341,14 @@ class GateDeclarationSchema(Schema):
     enforce = StrictBooleanField(load_default=False)
     allowlist_reason = TextField(allow_none=True, load_default=None)
     min_failing_steps = PositiveIntField(load_default=1)
+    band = ChoiceField(BANDS, load_default="rel")
+    mad_k = PositiveNumberField(load_default=None)
+    severity = ChoiceField(SEVERITIES, load_default="fail")
     source = fields.String(allow_none=True, load_default=None)
+
+    @validates_schema
+    def _rule_options(self, data: dict[str, Any], **kwargs: Any) -> None:
+        check_rule_options(data)
 
     @validates_schema
     def _constraint_keys(self, data: dict[str, Any], **kwargs: Any) -> None:

@@ -23,9 +23,10 @@ class ResultSchema(Schema):
     lo = fields.Float(required=True, allow_none=True)
     hi = fields.Float(required=True, allow_none=True)
     side = fields.String(required=True, allow_none=True, validate=validate.OneOf(["above", "below"]))
-    bound = fields.String(required=True, allow_none=True, validate=validate.OneOf(["rel", "abs_floor"]))
+    bound = fields.String(required=True, allow_none=True, validate=validate.OneOf(["rel", "abs_floor", "mad"]))
     reason = fields.String(required=True)
     allowlist_reason = fields.String(allow_none=True)
+    severity = fields.String(validate=validate.OneOf(["warn"]))
 
 
 class CountsSchema(Schema):
@@ -47,7 +48,7 @@ class WorstSchema(Schema):
     lo = fields.Float(required=True)
     hi = fields.Float(required=True)
     side = fields.String(required=True, validate=validate.OneOf(["above", "below"]))
-    bound = fields.String(required=True, validate=validate.OneOf(["rel", "abs_floor"]))
+    bound = fields.String(required=True, validate=validate.OneOf(["rel", "abs_floor", "mad"]))
     distance = fields.Float(required=True, validate=validate.Range(min=0))
 
 
@@ -63,6 +64,7 @@ class SummarySchema(Schema):
     side = fields.String(required=True, allow_none=True, validate=validate.OneOf(["above", "below", "both"]))
     worst = fields.Nested(WorstSchema, required=True, allow_none=True)
     error = fields.String(required=True, allow_none=True)
+    severity = fields.String(validate=validate.OneOf(["warn"]))
 
 
 class VerdictSchema(Schema):

@@ -153,9 +153,9 @@ def test_the_result_explains_what_judge_decided():
                       "rel_down": rng.choice([0, 0.2, 0.8]), "abs_floor_down": rng.choice([0, 0.1])}
         current = rng.uniform(-3, 3)
         min_history = rng.randint(0, 2)
-        status, ref, error = judge(current, history, constraint_params(constraint), min_history)
+        status, ref, error, mad = judge(current, history, constraint_params(constraint), min_history)
         result = _eval(current, history, constraint, min_history=min_history)
-        assert (result.status, result.ref, error) == (status, ref, None)
+        assert (result.status, result.ref, error, mad) == (status, ref, None, None)
         if status == PASS:
             assert result.lo <= current <= result.hi and result.side is None
         elif status == FAIL:
@@ -168,11 +168,11 @@ def test_the_result_explains_what_judge_decided():
 
 
 def test_a_baseline_sum_beyond_the_float_range_is_an_error_result():
-    status, ref, error = judge(1.0, [1.7e308, 1.7e308], constraint_params(SYM_05), 1)
+    status, ref, error, mad = judge(1.0, [1.7e308, 1.7e308], constraint_params(SYM_05), 1)
     assert (status, ref) == (ERROR, None) and "beyond the float range" in error
     result = _eval(1.0, [1.7e308, 1.7e308], SYM_05)
     assert (result.status, result.n, result.ref, result.reason) == (ERROR, 2, None, error)
 
 
 def test_cold_start_comes_before_an_overflowing_baseline():
-    assert judge(1.0, [1.7e308, 1.7e308], constraint_params(SYM_05), 3) == (INACTIVE, None, None)
+    assert judge(1.0, [1.7e308, 1.7e308], constraint_params(SYM_05), 3) == (INACTIVE, None, None, None)
