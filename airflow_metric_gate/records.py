@@ -76,12 +76,18 @@ class Columns:
         self.distinct = distinct
 
     @classmethod
-    def from_points(cls, points: list[tuple[int, float]]) -> Columns:
-        """Build columns from ``(step, value)`` points whose steps are ints and values finite floats."""
-        by_step = dict(points)  # one pass over the points, and the steps' distinctness with it
-        if len(by_step) == len(points):
-            return cls(list(by_step), list(by_step.values()), True)
-        return cls(list(map(_first, points)), list(map(_second, points)))
+    def from_points(cls, points: list[tuple[int, float]], like: Columns | None = None) -> Columns:
+        """Build columns from ``(step, value)`` points whose steps are ints and values finite floats.
+
+        :param like: columns read before, typically another metric's: when their steps are the
+            same, the new columns take a copy of that list (one int object per step for both)
+            and its distinctness, instead of keeping the points' own step objects.
+        """
+        steps = list(map(_first, points))
+        values = list(map(_second, points))
+        if like is not None and like.steps == steps:
+            return cls(like.steps.copy(), values, like.distinct)
+        return cls(steps, values, len(set(steps)) == len(steps))
 
     def points(self) -> list[Point]:
         """The points as ``(step, value)`` tuples."""
@@ -288,6 +294,19 @@ def _data_files(path: Any) -> tuple[list[Any], bool, list[tuple[str, str]]]:
     return sorted(children, key=lambda c: c.name), True, skipped
 
 
+#: Read buffer for local record files: a ``series`` line holds a whole metric, often more than the
+#: default 8 KiB, and a line longer than the buffer is read in many pieces.
+_READ_BUFFER = 1 << 16
+
+
+def _open_binary(file: Any) -> Any:
+    """Open a record file for reading bytes; a local file with a larger buffer (:data:`_READ_BUFFER`)."""
+    local = _local_path(file)
+    if local is not None:
+        return open(local, "rb", buffering=_READ_BUFFER)
+    return file.open("rb")
+
+
 def _json_error(err: ValueError) -> str:
     if isinstance(err, json.JSONDecodeError):
         return f"not valid JSON: {err.msg} (column {err.colno})"
@@ -379,13 +398,16 @@ def _concatenate(first: list[Point] | Columns, then: list[Point] | Columns) -> l
     return points
 
 
-def _plain_columns(raw: bytes) -> tuple[str, list[Point] | Columns] | None:
-    """Decode a plain line (:func:`decode_plain_series_line`) into its metric and :class:`Columns`."""
+def _plain_columns(raw: bytes, like: Columns | None) -> tuple[str, Columns] | None:
+    """Decode a plain line (:func:`decode_plain_series_line`) into its metric and :class:`Columns`.
+
+    :param like: the columns of the previous plain line (see :meth:`Columns.from_points`).
+    """
     plain = decode_plain_series_line(raw)
     if plain is None:
         return None
     metric, points = plain
-    return metric, Columns.from_points(points)
+    return metric, Columns.from_points(points, like)
 
 
 def _read_series(
@@ -396,11 +418,13 @@ def _read_series(
     pause_gc: Callable[[], None],
 ) -> None:
     by_metric: dict[str, list[list[Point] | Columns]] = {}
+    last_plain: Columns | None = None  # metrics logged at the same steps share their step objects
     for lineno, raw in enumerate(fh, 1):
         with gc_paused():  # the line's points are tuples until they become columns
-            plain = _plain_columns(raw)
+            plain = _plain_columns(raw, last_plain)
         if plain is not None:
-            metric, part = plain
+            metric, last_plain = plain
+            part = last_plain
         else:
             pause_gc()  # this line's points are tuples
             loaded = decode_series_line(raw, may_hold_markers(raw))
@@ -522,7 +546,7 @@ def read_record(location: Any, *, format: str = "series") -> Record:
         for file in files:
             name = str(file)
             try:
-                with file.open("rb") as fh:
+                with _open_binary(file) as fh:
                     read_lines(fh, name, metrics, invalid_steps, pause_gc)
             except OSError as err:
                 raise RecordError(f"cannot read: {err.strerror or err}", path=name) from err

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import json
 import math
+import operator
 import sys
 
 import msgspec
@@ -310,6 +311,29 @@ def test_columns_from_points_tells_distinct_steps():
     assert Columns.from_points([(0, 1.0), (1, 2.0)]).distinct
     repeated = Columns.from_points([(1, 1.0), (1, 2.0)])
     assert (repeated.steps, repeated.values, repeated.distinct) == ([1, 1], [1.0, 2.0], False)
+
+
+def test_columns_from_points_like_earlier_columns_with_the_same_steps_share_step_objects_not_lists():
+    earlier = Columns.from_points([(300, 1.0), (301, 2.0)])
+    same = Columns.from_points([(300, 5.0), (301, 6.0)], like=earlier)
+    assert (same.steps, same.values, same.distinct) == ([300, 301], [5.0, 6.0], True)
+    assert same.steps is not earlier.steps and all(map(operator.is_, same.steps, earlier.steps))
+    repeated = Columns.from_points([(300, 1.0), (300, 2.0)])
+    assert not Columns.from_points([(300, 3.0), (300, 4.0)], like=repeated).distinct
+    other = Columns.from_points([(300, 3.0), (302, 4.0)], like=earlier)
+    assert (other.steps, other.values, other.distinct) == ([300, 302], [3.0, 4.0], True)
+
+
+def test_metrics_logged_at_the_same_steps_are_read_as_separate_columns(tmp_path):
+    d = tmp_path / "record"
+    d.mkdir()
+    (d / "a.jsonl").write_text('{"metric": "m", "series": [[500, 1.0], [501, 2.0]]}\n'
+                               '{"metric": "n", "series": [[500, 3.0], [501, 4.0]]}\n')
+    (d / "b.jsonl").write_text('{"metric": "m", "series": [[502, 5.0]]}\n')
+    record = read_record(d)
+    m, n = record.columns("m"), record.columns("n")
+    assert m.steps[0] is n.steps[0] and m.steps is not n.steps
+    assert record["m"] == [(500, 1.0), (501, 2.0), (502, 5.0)] and record["n"] == [(500, 3.0), (501, 4.0)]
 
 
 def test_gc_paused_lazily_pauses_from_the_first_call_and_restores():
