@@ -193,6 +193,15 @@ def test_every_cli_option_is_documented_in_its_section() -> None:
     assert _has_token(_read(DOCS / "cli.md"), "--help")
 
 
+def test_the_command_list_names_every_command() -> None:
+    from airflow_metric_gate.cli import build_parser
+
+    listing = _read(DOCS / "cli.md").split("COMMAND:\n", 1)[1].split("```", 1)[0]
+    [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    for name in commands.choices:
+        assert re.search(rf"^  {re.escape(name)}\b", listing, flags=re.M), f"docs/cli.md: COMMAND list lacks {name}"
+
+
 def test_exit_statuses_are_documented() -> None:
     from airflow_metric_gate import cli
 
