@@ -241,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="end-to-end demo on the embedded store")
     demo.add_argument("--workdir", help="where to keep the demo's files (default: a new temporary folder)")
     demo.add_argument("--nights", type=_positive, default=5, help="clean nights before the regressed one")
+    demo.add_argument("--fresh", action="store_true",
+                      help="start over in --workdir: delete what an earlier demo wrote there (store, Airflow home, "
+                      "records, logs); without it, a --workdir holding an earlier demo's store is refused")
     return parser
 
 
@@ -467,9 +470,12 @@ def _cmd_db(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from airflow_metric_gate.demo import run_demo
+    from airflow_metric_gate.demo import WorkdirInUse, run_demo
 
-    return run_demo(workdir=args.workdir, nights=args.nights)
+    try:
+        return run_demo(workdir=args.workdir, nights=args.nights, fresh=args.fresh)
+    except WorkdirInUse as exc:
+        raise UsageError(str(exc)) from None
 
 
 _COMMANDS = {
