@@ -141,7 +141,7 @@ def test_the_task_group_page_shows_the_nightly_dag_and_the_mapped_example() -> N
     examples = _examples()
     shown = {(m["source"], m["section"]) for m in examples.BLOCK.finditer(_page_titled("The metric_gate task group"))}
     assert ("airflow_metric_gate/example_dags/nightly_metric_gate.py", "pipeline") in shown
-    assert ("examples/several_series_mapped.py", "dag") in shown
+    assert ("examples/several_series_mapped.py", "complete") in shown  # a runnable file: imports, SERIES, GATES
 
 
 def test_an_example_edited_in_a_page_is_caught() -> None:
