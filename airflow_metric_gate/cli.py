@@ -241,6 +241,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="end-to-end demo on the embedded store")
     demo.add_argument("--workdir", help="where to keep the demo's files (default: a new temporary folder)")
     demo.add_argument("--nights", type=_positive, default=5, help="clean nights before the regressed one")
+    demo.add_argument("--fresh", action="store_true",
+                      help="start over in --workdir: delete what an earlier demo wrote there (store, Airflow home, "
+                      "records, logs); without it, a --workdir holding an earlier demo's store is refused")
     return parser
 
 
@@ -426,6 +429,8 @@ def _cmd_show(args: argparse.Namespace) -> int:
     from airflow_metric_gate.pipeline import evaluate
 
     with open_store(args.store) as store:
+        if store.get_run(args.run_id) is None:
+            raise StoreInputError(f"no run {args.run_id!r} in the metric store; see `metric-gate runs`")
         verdict = evaluate(store, args.run_id, history_limit=args.history_limit, min_history=args.min_history,
                            aggregate=args.aggregate, all_results=args.all, max_results=args.max_results,
                            record=False)
@@ -467,9 +472,12 @@ def _cmd_db(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from airflow_metric_gate.demo import run_demo
+    from airflow_metric_gate.demo import WorkdirInUse, run_demo
 
-    return run_demo(workdir=args.workdir, nights=args.nights)
+    try:
+        return run_demo(workdir=args.workdir, nights=args.nights, fresh=args.fresh)
+    except WorkdirInUse as exc:
+        raise UsageError(str(exc)) from None
 
 
 _COMMANDS = {
@@ -484,6 +492,16 @@ _COMMANDS = {
     "db": _cmd_db,
     "demo": _cmd_demo,
 }
+
+
+#: The commands that write to the store (or, for demo, a working folder): only their errors say
+#: that nothing was stored.
+_WRITING_COMMANDS = frozenset({"run", "mark-untrusted", "mark-trusted", "rebaseline", "db", "demo"})
+
+
+def _writes(argv: Sequence[str]) -> bool:
+    """Whether the command line names a command that writes (its first word that is no option)."""
+    return next((a for a in argv if not a.startswith("-")), None) in _WRITING_COMMANDS
 
 
 def _command_name(args: argparse.Namespace) -> str:
@@ -517,17 +535,18 @@ def _internal_error(args: argparse.Namespace, exc: BaseException) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``metric-gate`` and return its exit status.
 
-    Bad input exits 2 and nothing is stored; a store outage exits 3; anything unexpected exits 4
-    with one line on standard error (and the traceback with ``--debug``).  Once a run was stored, no
-    message says that nothing was.
+    Bad input exits 2 and nothing is stored (the commands that write say so); a store outage exits 3;
+    anything unexpected exits 4 with one line on standard error (and the traceback with ``--debug``).
+    Once a run was stored, no message says that nothing was.
 
     :param argv: arguments (default: ``sys.argv[1:]``).
     """
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
-        if exc.code == EXIT_BAD_INPUT:
+        if exc.code == EXIT_BAD_INPUT and _writes(argv):
             _error("nothing was stored")
         return int(exc.code or 0)
     args.stored_run = None
@@ -546,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_STORE_UNAVAILABLE
     except StoreError as exc:
         if isinstance(exc, StoreInputError) and not args.stored_run:
-            return _bad_input(exc)
+            return _bad_input(args, exc)
         _error(f"store error: {exc}")
         if args.stored_run:
             _error(_stored_note(args))
@@ -554,14 +573,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, *_BAD_INPUT) as exc:
         if args.stored_run:  # bad input is checked before the write: reaching here is a bug
             return _internal_error(args, exc)
-        return _bad_input(exc)
+        return _bad_input(args, exc)
     except Exception as exc:
         return _internal_error(args, exc)
 
 
-def _bad_input(exc: BaseException) -> int:
+def _bad_input(args: argparse.Namespace, exc: BaseException) -> int:
     _error(f"error: {exc}")
-    _error("nothing was stored")
+    if args.command in _WRITING_COMMANDS:
+        _error("nothing was stored")
     return EXIT_BAD_INPUT
 
 

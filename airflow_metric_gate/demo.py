@@ -39,6 +39,40 @@ gates:
 """
 
 
+#: What the demo writes in its working folder: all of it, and only it, is removed by ``fresh``.
+DEMO_FILES = ("metric_gate.db", "metric_gate.db-journal", "metric_gate.db-wal", "metric_gate.db-shm",
+              "airflow", "records", "logs", "dags", "gates.yaml")
+
+
+class WorkdirInUse(Exception):
+    """The demo's working folder holds the store of an earlier demo."""
+
+
+def stored_runs(work: Path) -> int:
+    """Return how many runs the demo store in ``work`` holds (0 when there is none).
+
+    :param work: the demo's working folder.
+    """
+    store_path = work / "metric_gate.db"
+    if not store_path.is_file():
+        return 0
+    with SQLiteStore(store_path) as store:
+        return store.count("runs")
+
+
+def clear_workdir(work: Path) -> None:
+    """Remove what an earlier demo wrote in ``work`` (:data:`DEMO_FILES`), nothing else.
+
+    :param work: the demo's working folder.
+    """
+    for name in DEMO_FILES:
+        path = work / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
 def find_dags_folder() -> Path:
     """Return the folder of the example DAG shipped inside the installed package.
 
@@ -155,14 +189,25 @@ def _cli() -> str:
     return str(beside) if beside.exists() else "metric-gate"
 
 
-def run_demo(workdir: str | None = None, nights: int = 5) -> int:
+def run_demo(workdir: str | None = None, nights: int = 5, *, fresh: bool = False) -> int:
     """Run the demo and return 0 when every clean night passed and the regressed night failed.
 
     :param workdir: where to keep the demo's files (default: a new temporary folder).
     :param nights: clean nights before the regressed one.
+    :param fresh: first remove what an earlier demo wrote in ``workdir`` (:data:`DEMO_FILES`).
+    :raises WorkdirInUse: ``workdir`` holds an earlier demo's store with runs, and ``fresh`` is false
+        (its nights would be judged against the earlier ones).
     """
     started = time.monotonic()
     work = Path(workdir or tempfile.mkdtemp(prefix="metric-gate-demo-")).resolve()
+    if fresh:
+        clear_workdir(work)
+    elif workdir and (earlier := stored_runs(work)):
+        raise WorkdirInUse(
+            f"--workdir {work} already holds a demo metric store with {earlier} run(s), which a new demo "
+            "would add to (its nights judged against the earlier ones); add --fresh to start over there "
+            "(it deletes the demo's store, Airflow home, records and logs in that folder), or give another --workdir"
+        )
     work.mkdir(parents=True, exist_ok=True)
     home, records, logs = work / "airflow", work / "records", work / "logs"
     for folder in (home, records, logs):
@@ -173,7 +218,8 @@ def run_demo(workdir: str | None = None, nights: int = 5) -> int:
     gates.write_text(GATES_YAML)
     env = airflow_env(home, dags, store_path)
     _say(f"working folder {work}")
-    _say("preparing a temporary Airflow home with SQLite metadata (airflow db migrate) ...")
+    where = f"the Airflow home {home}" if workdir else "a temporary Airflow home"
+    _say(f"preparing {where} with SQLite metadata (airflow db migrate) ...")
     if airflow(["db", "migrate"], env, logs / "db-migrate.log") != 0:
         _say(f"airflow db migrate failed; see {logs / 'db-migrate.log'}")
         return 1

@@ -346,7 +346,7 @@ def evaluate(
     history_limit: int = DEFAULT_HISTORY_LIMIT,
     min_history: int = DEFAULT_MIN_HISTORY,
     aggregate: str = "mean",
-    enforce: bool = False,
+    enforce: bool | None = None,
     all_results: bool = False,
     max_results: int | None = DEFAULT_MAX_RESULTS,
     max_bytes: int | None = None,
@@ -362,6 +362,8 @@ def evaluate(
     :param min_history: fewer baseline values make a coordinate INACTIVE.
     :param aggregate: ``mean`` or ``median``.
     :param enforce: make every FAIL or ERROR block (declarations may also enforce themselves).
+        Recorded with the run when ``record`` is true; ``None``: ``False`` when recording, else
+        as the run's recorded evaluation was (so a rebuilt verdict blocks as the evaluation did).
     :param all_results: list every result in the verdict, not only FAIL and ERROR.
     :param max_results: at most this many results in the verdict.
     :param max_bytes: keep the verdict's JSON below this size (for XCom).
@@ -372,6 +374,8 @@ def evaluate(
     run = store.get_run(run_id)
     if run is None:
         raise StoreInputError(f"the metric store has no run {run_id!r}; persist it before evaluating")
+    if enforce is None:
+        enforce = False if record else bool(run.provenance.get("enforce", False))
     current, history = store.run_values_and_baselines(run_id, history_limit)
     gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
 
@@ -427,7 +431,8 @@ def evaluate(
     counts = verdict["counts"]
     reason = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s]) or "no declarations"
     if record:
-        store.set_status(run_id, RunStatus.TRUSTED.value if trusted else RunStatus.UNTRUSTED.value, reason)
+        store.set_status(run_id, RunStatus.TRUSTED.value if trusted else RunStatus.UNTRUSTED.value, reason,
+                         enforce=bool(enforce))
     return verdict
 
 

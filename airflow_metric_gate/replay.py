@@ -115,7 +115,8 @@ def replay(
     :param min_history: fewer baseline values make a coordinate INACTIVE.
     :param aggregate: ``mean`` or ``median``.
     :param trust: ``replayed`` or ``stored``: which trust decides that a night feeds later baselines.
-    :return: the report: ``settings``, ``nights`` (stored and replayed status of each night),
+    :return: the report: ``settings``, ``nights`` (stored and replayed status of each night; the
+        replayed status is ``None`` when none of the given declarations can be replayed),
         ``declarations`` (per declaration, the nights that would fail and their FAIL/ERROR
         results), ``not_replayable`` and ``summary``.
     :raises StoreInputError: on bad settings or when the store has no run of the series identity.
@@ -282,9 +283,13 @@ def replay(
                    "values for it" if literals else f"metric {s['metric_key']} was never stored for this series")
             not_replayable.append({**s, "reason": why})
             del gates[gk]
-    changed_fail = [n["run_id"] for n in nights
+    if given and not gates:  # no declaration could be replayed: no night was judged, none is trusted
+        for n in nights:
+            n["replayed_status"] = None
+    judged_nights = [n for n in nights if n["replayed_status"] is not None]
+    changed_fail = [n["run_id"] for n in judged_nights
                     if n["stored_status"] == "trusted" and n["replayed_status"] != "trusted"]
-    changed_pass = [n["run_id"] for n in nights
+    changed_pass = [n["run_id"] for n in judged_nights
                     if n["stored_status"] == "untrusted" and n["replayed_status"] == "trusted"]
     return {
         "series": series, "backend": backend, "suite": suite,
@@ -295,7 +300,8 @@ def replay(
         "not_replayable": not_replayable,
         "summary": {
             "nights": len(nights),
-            "would_fail": sum(n["replayed_status"] != "trusted" for n in nights),
+            "replayable_declarations": len(gates),
+            "would_fail": sum(n["replayed_status"] != "trusted" for n in judged_nights),
             "stored_untrusted": sum(n["stored_status"] == "untrusted" for n in nights),
             "newly_failing": changed_fail,
             "no_longer_failing": changed_pass,
@@ -345,6 +351,10 @@ def render_replay(report: dict, *, max_coordinates: int = 5) -> str:
         lines.append(f"{g['metric_key']} steps={g['steps_key']}: not replayable: {g['reason']}")
     s = report["summary"]
     lines.append("")
+    if st["declarations"] == "given" and not s.get("replayable_declarations", 1):
+        lines.append(f"no declaration replayable: none of the {s['nights']} night(s) was judged "
+                     f"(stored: {s['stored_untrusted']} untrusted)")
+        return "\n".join(lines)
     lines.append(f"{s['would_fail']} of {s['nights']} night(s) would fail (stored: {s['stored_untrusted']} untrusted)")
     lines.append(f"newly failing (stored trusted): {', '.join(s['newly_failing']) or 'none'}")
     lines.append(f"no longer failing (stored untrusted): {', '.join(s['no_longer_failing']) or 'none'}")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 from airflow_metric_gate import load_declarations, run_gate
 
-work = Path(tempfile.mkdtemp())
+folder = tempfile.TemporaryDirectory()  # removed at the end, also if the script fails
+work = Path(folder.name)
 store = f"sqlite:///{work / 'metric_gate.db'}"  # or postgresql://user@host:5432/metrics
 
 # Declarations: a gates file (.yaml, .yml, .json, .py) or a list of mappings.
@@ -34,3 +35,4 @@ for night, accuracy in nights.items():
 print(verdict.report())
 assert verdict.blocked and verdict.counts["FAIL"] == 1
 assert verdict.to_dict()["schema"] == "airflow-metric-gate/verdict/v1"
+folder.cleanup()

@@ -17,12 +17,14 @@ from airflow_metric_gate.operators.persist import PersistValuesOperator
 from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
 
+# [START series]
 SERIES = {"rl-7b": "nightly-8xh100", "rl-70b": "nightly-64xh100"}  # series -> suite
 
 GATES = [
     {"metric_key": "rollout/raw_reward", "steps": "all", "constraint": {"rel_up": 0.2, "rel_down": 0.2}},
     {"metric_key": "train/grad_norm"},  # steps and band from the defaults table
 ]
+# [END series]
 
 # [START dag]
 with DAG(

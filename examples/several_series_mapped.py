@@ -8,6 +8,7 @@ series identity, and one verdict per map index.  Adding a series is one more ent
 
 from __future__ import annotations
 
+# [START complete]
 from datetime import timedelta
 
 import pendulum
@@ -23,10 +24,13 @@ SERIES = [
 ]
 # [END identities]
 
+# [START gates]
+# The declarations, the same for every series (a dict per declaration, as in a gates file).
 GATES = [
     {"metric_key": "rollout/raw_reward", "steps": "all", "constraint": {"rel_up": 0.2, "rel_down": 0.2}},
     {"metric_key": "train/grad_norm"},  # steps and band from the defaults table
 ]
+# [END gates]
 
 # [START dag]
 with DAG(
@@ -52,3 +56,4 @@ with DAG(
         series_to_gate(record_root="{{ params.record_root }}", night="{{ ds }}")
     )
 # [END dag]
+# [END complete]

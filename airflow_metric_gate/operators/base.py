@@ -44,14 +44,25 @@ BAD_INPUT: tuple[type[BaseException], ...] = (StoreInputError, LocatedError, Rec
 UNAVAILABLE: tuple[type[BaseException], ...] = (StoreUnavailable, StorageUnavailable)
 
 
-def airflow_error(err: BaseException, task_id: str, *, record: str | None = None) -> AirflowException | None:
+def _retry_note(retries: int | None) -> str:
+    """Say what happens to a task failing on an outage, given its ``retries``."""
+    if retries is not None and retries <= 0:
+        return "not retried (the task has retries=0): clear it to try again"
+    return "will retry"
+
+
+def airflow_error(
+    err: BaseException, task_id: str, *, record: str | None = None, retries: int | None = None
+) -> AirflowException | None:
     """Return the Airflow exception a core error becomes, or ``None`` for an error that is not the core's.
 
     :param err: the error the core raised.
     :param task_id: names the task in the message.
     :param record: the record location, named in the message of a bad record.
+    :param retries: the task's ``retries``: an outage's message says "will retry" only when it has some.
     """
     text = printable(scrub(str(err)))
+    retry = _retry_note(retries)
     if isinstance(err, RecordError):
         where = f" {printable(record)}" if record else ""
         return AirflowFailException(f"{task_id}: bad training record{where}: {text}")
@@ -60,11 +71,11 @@ def airflow_error(err: BaseException, task_id: str, *, record: str | None = None
     if isinstance(err, BAD_INPUT):
         return AirflowFailException(f"{task_id}: {text}")
     if isinstance(err, StorageUnavailable):
-        return AirflowException(f"{task_id}: {text}; will retry")
+        return AirflowException(f"{task_id}: {text}; {retry}")
     if isinstance(err, StoreUnavailable):
-        return AirflowException(f"{task_id}: metric store unavailable, will retry: {text}")
+        return AirflowException(f"{task_id}: metric store unavailable, {retry}: {text}")
     if isinstance(err, StoreError):
-        return AirflowException(f"{task_id}: metric store error, will retry: {text}")
+        return AirflowException(f"{task_id}: metric store error, {retry}: {text}")
     return None
 
 
@@ -106,7 +117,7 @@ class MetricGateBaseOperator(BaseOperator):
         except AirflowException:
             raise
         except Exception as err:
-            converted = airflow_error(err, self.task_id, record=record)
+            converted = airflow_error(err, self.task_id, record=record, retries=self.retries)
             if converted is None:
                 raise
             raise converted from (err if scrub(str(err)) == " ".join(str(err).split()) else None)

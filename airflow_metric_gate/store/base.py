@@ -256,21 +256,35 @@ class MetricStore:
                 self._bulk_insert_values(cur, rows)
         return len(rows)
 
-    def set_status(self, run_id: str, status: str, reason: str | None = None) -> None:
+    def set_status(self, run_id: str, status: str, reason: str | None = None, *, enforce: bool | None = None) -> None:
         """Set a run's status after evaluation.
 
         :param run_id: the store run id.
         :param status: ``pending``, ``trusted`` or ``untrusted``.
         :param reason: a short note kept in ``runs.status_reason``.
+        :param enforce: whether the evaluation was enforced, kept as the provenance key
+            ``enforce`` (so that a verdict rebuilt later blocks as the evaluation did); ``None``
+            leaves the provenance as it is.
         """
         problem = RunStatus.problem(status, "status")
         if problem:
             raise StoreInputError(problem)
+        now = self._ts(datetime.now(timezone.utc))
         with self._transaction() as cur:
+            if enforce is None:
+                self._execute(
+                    cur, "UPDATE runs SET status = %s, status_reason = %s, updated_at = %s WHERE run_id = %s",
+                    (status, reason, now, run_id),
+                )
+                return
+            self._execute(cur, f"SELECT provenance FROM runs WHERE run_id = %s{self._lock_rows}", (run_id,))
+            row = cur.fetchone()
+            provenance = json.loads(row[0] or "{}") if row else {}
+            provenance["enforce"] = bool(enforce)
             self._execute(
                 cur,
-                "UPDATE runs SET status = %s, status_reason = %s, updated_at = %s WHERE run_id = %s",
-                (status, reason, self._ts(datetime.now(timezone.utc)), run_id),
+                "UPDATE runs SET status = %s, status_reason = %s, provenance = %s, updated_at = %s WHERE run_id = %s",
+                (status, reason, json.dumps(provenance, sort_keys=True, default=str), now, run_id),
             )
 
     _MARK_BY = {"run_id": "run_id", "airflow_run_id": "airflow_run_id", "commit": "commit_sha"}

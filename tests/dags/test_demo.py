@@ -22,6 +22,7 @@ def test_demo_builds_history_then_fails_the_regressed_night(tmp_path):
     assert "NOT-TRUSTED" in out
     assert "FAIL    rollout/raw_reward" in out  # the failing coordinate is shown
     assert "3 nights stored" in out
+    assert "temporary" not in out  # the Airflow home is in --workdir
     assert (tmp_path / "metric_gate.db").exists()
     assert f"metric-gate history rollout/raw_reward --series demo-rl --store sqlite:///{tmp_path}" in out
     assert "TRUSTED (121 results, 0 fail, 0 error)\n" in out  # the per-night summary line, nothing after it

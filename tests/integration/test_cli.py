@@ -240,6 +240,41 @@ def test_runs_and_show_rebuild_a_stored_verdict(capsys, tmp_path, store_url):
     assert code == 2 and "no run 'nope'" in err
 
 
+def test_show_rebuilds_the_enforcement_the_run_was_evaluated_with(capsys, tmp_path, store_url):
+    _night(capsys, tmp_path, store_url, 1, 0.8, "--enforce")
+    code, run_out, _ = _night(capsys, tmp_path, store_url, 2, 0.2, "--enforce", "--json")
+    assert code == 1
+    code, out, _ = _run(capsys, "show", "night-2", "--store", store_url, "--json")
+    shown = json.loads(out)
+    assert code == 0  # show reports, it does not gate
+    assert shown["enforced"] is True and shown["blocking"] == json.loads(run_out)["blocking"] == 4
+    _, out, _ = _run(capsys, "show", "night-2", "--store", store_url)
+    assert "this run fails the gate" in out
+    # Evaluated again without --enforce (same run id): show follows the latest evaluation.
+    _night(capsys, tmp_path, store_url, 2, 0.2)
+    _, out, _ = _run(capsys, "show", "night-2", "--store", store_url, "--json")
+    assert json.loads(out)["enforced"] is False and json.loads(out)["blocking"] == 0
+
+
+@pytest.mark.parametrize("argv", [["show", "nope"], ["replay", "--series", "nope"], ["history", "m"],
+                                  ["runs", "--limit", "0"], ["show"]])
+def test_read_only_commands_never_say_nothing_was_stored(capsys, store_url, argv):
+    code, _, err = _run(capsys, *argv, "--store", store_url)
+    assert code == 2, err
+    assert "nothing was stored" not in err
+
+
+def test_show_of_an_unknown_run_points_to_runs(capsys, store_url):
+    code, _, err = _run(capsys, "show", "nope", "--store", store_url)
+    assert code == 2
+    assert "no run 'nope' in the metric store; see `metric-gate runs`" in err and "persist" not in err
+
+
+def test_a_usage_error_of_a_writing_command_says_nothing_was_stored(capsys, store_url):
+    code, _, err = _run(capsys, "run", "--store", store_url)  # no RECORD, no --gates
+    assert code == 2 and "metric-gate: nothing was stored" in err
+
+
 def test_runs_filters_by_suite_and_backend(capsys, tmp_path, store_url):
     gates = tmp_path / "gates.yaml"
     gates.write_text(GATES_YAML)

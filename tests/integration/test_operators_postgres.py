@@ -43,11 +43,11 @@ def gate(pg_url, tmp_path, monkeypatch):
     gates = tmp_path / "gates.yaml"
     gates.write_text("gates:\n  - metric_key: rollout/raw_reward\n    enforce: true\n  - metric_key: train/grad_norm\n")
 
-    def run(night: int, reward: float, *, try_number: int = 1):
+    def run(night: int, reward: float, *, try_number: int = 1, grad: float = 1.0):
         record = tmp_path / f"night{night}.jsonl"
         lines = [
             {"metric": "rollout/raw_reward", "series": [[s, reward] for s in range(4)]},
-            {"metric": "train/grad_norm", "series": [[s, 1.0] for s in range(4)]},
+            {"metric": "train/grad_norm", "series": [[s, grad] for s in range(4)]},
         ]
         record.write_text("".join(json.dumps(line) + "\n" for line in lines))
         ti = _TI(night, try_number)
@@ -87,3 +87,18 @@ def test_retry_on_postgres_replaces_rows(gate, pg_url):
     assert again["run_id"] == persisted["run_id"]
     assert _count(pg_url, "SELECT COUNT(*) FROM runs") == 1
     assert _count(pg_url, "SELECT COUNT(*) FROM metric_values WHERE run_id = %s", persisted["run_id"]) == 8
+
+
+def test_show_blocks_as_the_enforced_evaluation_did(gate, pg_url, capsys):
+    from airflow_metric_gate.cli import main
+
+    for night in range(3):
+        gate(night, 0.8)
+    with pytest.raises(AirflowFailException, match="NOT-TRUSTED"):
+        gate(3, 0.8, grad=5.0)  # only grad_norm fails: it blocks through the task's enforce=True
+    run_id = _count(pg_url, "SELECT run_id FROM runs WHERE status = 'untrusted'")
+    capsys.readouterr()  # the operators' log lines
+    assert main(["show", run_id, "--store", pg_url, "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["enforced"] is True and shown["blocking"] == 4
+

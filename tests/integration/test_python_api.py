@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import subprocess
 import sys
@@ -106,12 +107,15 @@ def test_run_gate_refuses_bad_input_and_stores_nothing(tmp_path: Path) -> None:
         assert store.list_runs(series="s", limit=10) == []
 
 
-def test_the_documented_example_runs(tmp_path: Path) -> None:
+def test_the_documented_example_runs_and_leaves_no_folder_behind(tmp_path: Path) -> None:
+    temp = tmp_path / "temp"
+    temp.mkdir()
     proc = subprocess.run([sys.executable, str(EXAMPLE)], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=300, check=False)
+                          timeout=300, check=False, env={**os.environ, "TMPDIR": str(temp)})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "2026-11-04 NOT trusted" in proc.stdout
     assert "REGRESSED eval/accuracy" in proc.stdout
+    assert list(temp.iterdir()) == []
 
 
 def test_the_python_api_page_shows_the_example_unchanged() -> None:

@@ -130,6 +130,23 @@ def test_declarations_that_cannot_be_replayed_are_reported(filled):
     assert "not replayable" in render_replay(report)
 
 
+def test_no_declaration_replayable_concludes_nothing(filled, store_url, tmp_path, capsys):
+    never = declare("accuracy", steps=[0], constraint={"rel_up": 0.1, "rel_down": 0.1})
+    report = _replay(filled, declarations=[never])
+    assert report["declarations"] == [] and len(report["not_replayable"]) == 1
+    assert {n["replayed_status"] for n in report["nights"]} == {None}  # no night judged, none trusted
+    summary = report["summary"]
+    assert summary["would_fail"] == 0 and summary["newly_failing"] == summary["no_longer_failing"] == []
+    text = render_replay(report)
+    assert "no declaration replayable" in text and "no longer failing" not in text
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("gates:\n  - metric_key: loss\n    steps: all\n    constraint: {rel_up: 0.1, rel_down: 0.1}\n")
+    assert main(["replay", "--series", "job", "--suite", "nightly", "--gates", str(gates),
+                 "--store", store_url]) == 0
+    out = capsys.readouterr().out
+    assert "no declaration replayable" in out and "no longer failing" not in out
+
+
 def test_replay_writes_nothing_and_reads_with_a_fixed_number_of_statements(filled):
     before = [(r.run_id, r.status, r.status_reason) for r in filled.series_runs_in_order("job", "cuda", "nightly")]
     statements = []

@@ -141,7 +141,7 @@ def test_the_task_group_page_shows_the_nightly_dag_and_the_mapped_example() -> N
     examples = _examples()
     shown = {(m["source"], m["section"]) for m in examples.BLOCK.finditer(_page_titled("The metric_gate task group"))}
     assert ("airflow_metric_gate/example_dags/nightly_metric_gate.py", "pipeline") in shown
-    assert ("examples/several_series_mapped.py", "dag") in shown
+    assert ("examples/several_series_mapped.py", "complete") in shown  # a runnable file: imports, SERIES, GATES
 
 
 def test_an_example_edited_in_a_page_is_caught() -> None:
@@ -191,6 +191,15 @@ def test_every_cli_option_is_documented_in_its_section() -> None:
                 assert _has_token(body, str(choice)), f"{heading}: choice {choice!r} is not documented"
     assert checked > 30
     assert _has_token(_read(DOCS / "cli.md"), "--help")
+
+
+def test_the_command_list_names_every_command() -> None:
+    from airflow_metric_gate.cli import build_parser
+
+    listing = _read(DOCS / "cli.md").split("COMMAND:\n", 1)[1].split("```", 1)[0]
+    [commands] = [a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    for name in commands.choices:
+        assert re.search(rf"^  {re.escape(name)}\b", listing, flags=re.M), f"docs/cli.md: COMMAND list lacks {name}"
 
 
 def test_exit_statuses_are_documented() -> None:

@@ -46,10 +46,22 @@ def test_bad_input_fails_now(error):
 
 @pytest.mark.parametrize("error", RETRY, ids=lambda e: type(e).__name__)
 def test_unavailable_store_or_storage_retries(error):
-    with pytest.raises(AirflowException) as err, _operator().core_errors():
+    with pytest.raises(AirflowException) as err, MetricGateBaseOperator(task_id="gate_task", retries=2).core_errors():
         raise error
     assert not isinstance(err.value, AirflowFailException)
     assert "retry" in str(err.value)
+
+
+@pytest.mark.parametrize("error", [StoreUnavailable("cannot connect"), StorageUnavailable("cannot reach s3://b/n"),
+                                   StoreError("deadlock detected")], ids=lambda e: type(e).__name__)
+def test_the_retry_wording_follows_the_task_retries(error):
+    with pytest.raises(AirflowException) as err, MetricGateBaseOperator(task_id="t", retries=0).core_errors():
+        raise error
+    assert "will retry" not in str(err.value) and "retries=0" in str(err.value)
+    assert not isinstance(err.value, AirflowFailException)  # still retryable: clearing the task tries again
+    with pytest.raises(AirflowException) as err, MetricGateBaseOperator(task_id="t", retries=3).core_errors():
+        raise error
+    assert "will retry" in str(err.value)
 
 
 def test_a_bad_record_is_named():
