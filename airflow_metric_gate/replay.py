@@ -36,7 +36,13 @@ from airflow_metric_gate.evaluation import (
     judge,
 )
 from airflow_metric_gate.pipeline import check_evaluate_options
-from airflow_metric_gate.rules import mad_k, min_failing_steps, rule_options, tolerate_isolated_failures
+from airflow_metric_gate.rules import (
+    declaration_summary,
+    mad_k,
+    min_failing_steps,
+    rule_options,
+    tolerate_isolated_failures,
+)
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError
 
 TRUST_MODES = ("replayed", "stored")
@@ -62,15 +68,6 @@ class _Gate:
         out.update(nights_judged=self.judged, nights_not_stored=self.missing,
                    nights_failed=len(self.failed), failed=self.failed)
         return out
-
-
-def _summary(d: GateDeclaration | dict) -> dict:
-    if isinstance(d, GateDeclaration):
-        return d.summary()
-    out = {k: d.get(k) for k in ("metric_key", "steps_key", "constraint_key", "constraint", "enforce",
-                                 "allowlist_reason")}
-    out.update(rule_options(d))
-    return out
 
 
 def _by_run(rows: Iterable[tuple], runs: Sequence[RunRow]) -> Iterator[tuple[RunRow, list[tuple]]]:
@@ -144,7 +141,7 @@ def replay(
     routes: dict[tuple[str, str], list[Any]] = {}
     if given:
         for i, d in enumerate(declarations):
-            gates[i] = _Gate(_summary(d))
+            gates[i] = _Gate(declaration_summary(d))
             routes.setdefault((d.metric_key, d.steps_key), []).append(i)
     stored_literals: dict[str, set[str]] = {}
     windows: dict[Any, tuple[deque, deque]] = {}  # coordinate -> (fed-run numbers, baseline values)
@@ -164,9 +161,9 @@ def replay(
                 key = (summary["metric_key"], summary["steps_key"], summary["constraint_key"])
                 gate = gates.get(key)
                 if gate is None:
-                    gate = gates[key] = _Gate(_summary(summary))
+                    gate = gates[key] = _Gate(declaration_summary(summary))
                 else:
-                    gate.summary, gate.params = _summary(summary), constraint_params(summary["constraint"])
+                    gate.summary, gate.params = declaration_summary(summary), constraint_params(summary["constraint"])
                     gate.mad_k = mad_k(summary)
                 present[key] = False
         block: tuple[str, str, str] | None = None  # the declaration of the rows being read
