@@ -43,8 +43,10 @@ EXIT_BAD_INPUT = 2
 EXIT_STORE_UNAVAILABLE = 3
 EXIT_INTERNAL_ERROR = 4
 
-#: Errors that mean the input or the command line is wrong: exit 2, as long as nothing was stored.
-_BAD_INPUT = (LocatedError, RecordError, DeclarationError, StoreInputError, ValueError, OSError)
+#: Errors that mean the input or the command line is wrong: exit 2, as long as nothing was stored.  Only the
+#: package's own error types: a bare ValueError or OSError is a bug (exit 4); bad input raises one of these
+#: at its source.
+_BAD_INPUT = (LocatedError, RecordError, DeclarationError, StoreInputError)
 
 
 class UsageError(Exception):

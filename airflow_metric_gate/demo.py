@@ -20,6 +20,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
+from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.pipeline import evaluate
 from airflow_metric_gate.report import render_report
 from airflow_metric_gate.store.sqlite import SQLiteStore
@@ -200,22 +201,25 @@ def run_demo(workdir: str | None = None, nights: int = 5, *, fresh: bool = False
     """
     started = time.monotonic()
     work = Path(workdir or tempfile.mkdtemp(prefix="metric-gate-demo-")).resolve()
-    if fresh:
-        clear_workdir(work)
-    elif workdir and (earlier := stored_runs(work)):
+    if not fresh and workdir and (earlier := stored_runs(work)):
         raise WorkdirInUse(
             f"--workdir {work} already holds a demo metric store with {earlier} run(s), which a new demo "
             "would add to (its nights judged against the earlier ones); add --fresh to start over there "
             "(it deletes the demo's store, Airflow home, records and logs in that folder), or give another --workdir"
         )
-    work.mkdir(parents=True, exist_ok=True)
     home, records, logs = work / "airflow", work / "records", work / "logs"
-    for folder in (home, records, logs):
-        folder.mkdir(parents=True, exist_ok=True)
-    dags = copy_example_dags(work / "dags")
-    store_path = work / "metric_gate.db"
     gates = work / "gates.yaml"
-    gates.write_text(GATES_YAML)
+    try:
+        if fresh:
+            clear_workdir(work)
+        for folder in (work, home, records, logs):
+            folder.mkdir(parents=True, exist_ok=True)
+        dags = copy_example_dags(work / "dags")
+        gates.write_text(GATES_YAML)
+    except OSError as err:  # a working folder that cannot be written is bad input, not a bug
+        raise LocatedError(f"cannot use it as the demo's working folder: {err.strerror or err}",
+                           path=str(err.filename or work)) from None
+    store_path = work / "metric_gate.db"
     env = airflow_env(home, dags, store_path)
     _say(f"working folder {work}")
     where = f"the Airflow home {home}" if workdir else "a temporary Airflow home"

@@ -24,7 +24,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
-from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
 from airflow_metric_gate.enums import ERROR, FAIL, STATUSES, RunStatus
 from airflow_metric_gate.evaluation import (
     DEFAULT_HISTORY_LIMIT,
@@ -36,7 +36,13 @@ from airflow_metric_gate.evaluation import (
     judge,
 )
 from airflow_metric_gate.pipeline import check_evaluate_options
-from airflow_metric_gate.rules import mad_k, min_failing_steps, rule_options, tolerate_isolated_failures
+from airflow_metric_gate.rules import (
+    declaration_summary,
+    mad_k,
+    min_failing_steps,
+    rule_options,
+    tolerate_isolated_failures,
+)
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError
 
 TRUST_MODES = ("replayed", "stored")
@@ -62,15 +68,6 @@ class _Gate:
         out.update(nights_judged=self.judged, nights_not_stored=self.missing,
                    nights_failed=len(self.failed), failed=self.failed)
         return out
-
-
-def _summary(d: GateDeclaration | dict) -> dict:
-    if isinstance(d, GateDeclaration):
-        return d.summary()
-    out = {k: d.get(k) for k in ("metric_key", "steps_key", "constraint_key", "constraint", "enforce",
-                                 "allowlist_reason")}
-    out.update(rule_options(d))
-    return out
 
 
 def _by_run(rows: Iterable[tuple], runs: Sequence[RunRow]) -> Iterator[tuple[RunRow, list[tuple]]]:
@@ -103,8 +100,11 @@ def replay(
     ``declarations`` each one is judged on the stored coordinates of the same metric and the same
     steps literal (``steps_key``), whatever constraint they were stored under; a declaration whose
     metric and steps literal were never stored cannot be replayed and is listed under
-    ``not_replayable``.  Nights run in logical-date order; nights with the same logical date do not
-    see each other (as in evaluation).
+    ``not_replayable``.  A coordinate given twice is judged once, under the same check as in
+    evaluation (:func:`~airflow_metric_gate.declarations.collapse_duplicates`): identical
+    declarations are collapsed with a warning (``warnings`` in the report), declarations that
+    differ are bad input.  Nights run in logical-date order; nights with the same logical date do
+    not see each other (as in evaluation).
 
     :param store: the metric store.
     :param series: the series name.
@@ -118,10 +118,14 @@ def replay(
     :return: the report: ``settings``, ``nights`` (stored and replayed status of each night; the
         replayed status is ``None`` when none of the given declarations can be replayed),
         ``declarations`` (per declaration, the nights that would fail and their FAIL/ERROR
-        results), ``not_replayable`` and ``summary``.
+        results), ``not_replayable``, ``warnings`` and ``summary``.
     :raises StoreInputError: on bad settings or when the store has no run of the series identity.
+    :raises DeclarationError: two given declarations of one coordinate differ.
     """
     check_evaluate_options(history_limit=history_limit, min_history=min_history, aggregate=aggregate)
+    warnings: list[str] = []
+    if declarations is not None:
+        declarations, warnings = collapse_duplicates(declarations)
     if trust not in TRUST_MODES:
         raise StoreInputError(f"trust must be one of {', '.join(TRUST_MODES)}, got {trust!r}")
     runs = store.series_runs_in_order(series, backend, suite)
@@ -136,8 +140,8 @@ def replay(
     # (metric_key, steps_key) -> keys of the given declarations judged on those stored coordinates
     routes: dict[tuple[str, str], list[Any]] = {}
     if given:
-        for i, d in enumerate(declarations or ()):
-            gates[i] = _Gate(_summary(d))
+        for i, d in enumerate(declarations):
+            gates[i] = _Gate(declaration_summary(d))
             routes.setdefault((d.metric_key, d.steps_key), []).append(i)
     stored_literals: dict[str, set[str]] = {}
     windows: dict[Any, tuple[deque, deque]] = {}  # coordinate -> (fed-run numbers, baseline values)
@@ -157,9 +161,9 @@ def replay(
                 key = (summary["metric_key"], summary["steps_key"], summary["constraint_key"])
                 gate = gates.get(key)
                 if gate is None:
-                    gate = gates[key] = _Gate(_summary(summary))
+                    gate = gates[key] = _Gate(declaration_summary(summary))
                 else:
-                    gate.summary, gate.params = _summary(summary), constraint_params(summary["constraint"])
+                    gate.summary, gate.params = declaration_summary(summary), constraint_params(summary["constraint"])
                     gate.mad_k = mad_k(summary)
                 present[key] = False
         block: tuple[str, str, str] | None = None  # the declaration of the rows being read
@@ -298,6 +302,7 @@ def replay(
         "nights": nights,
         "declarations": [g.to_dict() for g in gates.values()],
         "not_replayable": not_replayable,
+        "warnings": warnings,
         "summary": {
             "nights": len(nights),
             "replayable_declarations": len(gates),
@@ -335,6 +340,7 @@ def render_replay(report: dict, *, max_coordinates: int = 5) -> str:
         f"{report['summary']['nights']} night(s); declarations {st['declarations']}, history_limit "
         f"{st['history_limit']}, min_history {st['min_history']}, aggregate {st['aggregate']}, trust {st['trust']}",
     ]
+    lines.extend(f"warning: {w}" for w in report.get("warnings", ()))
     for g in report["declarations"]:
         lines.append("")
         options = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in rule_options(g).items())

@@ -14,7 +14,8 @@ baseline values on).
 ``severity: warn``: the declaration's FAIL and ERROR results never block; they still make the run
 untrusted (the regressed value feeds no baseline).
 
-Each option is stored with a run's declarations only when switched on (:func:`rule_options`).
+The options are listed once, in :data:`RULE_OPTIONS`; each is stored with a run's declarations
+only when switched on (:func:`rule_options`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,18 @@ from typing import Any
 from airflow_metric_gate.enums import FAIL, PASS
 from airflow_metric_gate.schemas.declarations import DEFAULT_MAD_K
 
-__all__ = ["applies_persistence", "is_warning", "mad_k", "min_failing_steps", "rule_options",
-           "tolerate_isolated_failures"]
+__all__ = ["RULE_OPTIONS", "SUMMARY_FIELDS", "applies_persistence", "declaration_summary", "is_warning", "mad_k",
+           "min_failing_steps", "rule_options", "tolerate_isolated_failures"]
+
+#: The opt-in judging options, the one list of them, each with its default value.  An option is
+#: stored with a run's declarations and serialized only when it differs from its default
+#: (:func:`rule_options`), and two declarations of one coordinate must agree on every one
+#: (:func:`~airflow_metric_gate.declarations.collapse_duplicates`).
+RULE_OPTIONS: dict[str, Any] = {"min_failing_steps": 1, "band": "rel", "mad_k": None, "severity": "fail"}
+
+#: The other fields of a declaration as it is stored with a run (:func:`declaration_summary`).
+SUMMARY_FIELDS: tuple[str, ...] = ("metric_key", "steps_key", "constraint_key", "constraint", "enforce",
+                                   "allowlist_reason")
 
 
 def min_failing_steps(gate: Mapping[str, Any]) -> int:
@@ -45,20 +56,42 @@ def is_warning(gate: Mapping[str, Any]) -> bool:
     return gate.get("severity") == "warn"
 
 
-def rule_options(gate: Mapping[str, Any]) -> dict[str, Any]:
-    """Return the opt-in judging options a stored or serialized declaration switched on, as stored.
+def _getter(gate: Any) -> Any:
+    """Read a field of a stored or serialized declaration (a mapping) or of a ``GateDeclaration``."""
+    if isinstance(gate, Mapping):
+        return gate.get
+    return lambda name, default: getattr(gate, name, default)
 
-    The same fields, under the same rule, as
-    :meth:`~airflow_metric_gate.declarations.GateDeclaration.rule_options`.
+
+def rule_options(gate: Any) -> dict[str, Any]:
+    """Return the opt-in judging options a declaration switched on: those that differ from their default.
+
+    The one reading of :data:`RULE_OPTIONS`, for a stored or serialized declaration (a mapping) as
+    for a :class:`~airflow_metric_gate.declarations.GateDeclaration`: what is stored with a run's
+    declarations and serialized, so default declarations read as before.
+
+    :param gate: the declaration.
     """
+    get = _getter(gate)
     out: dict[str, Any] = {}
-    if min_failing_steps(gate) != 1:
-        out["min_failing_steps"] = min_failing_steps(gate)
-    k = mad_k(gate)
-    if k is not None:
-        out.update(band="mad", mad_k=k)
-    if is_warning(gate):
-        out["severity"] = "warn"
+    for name, default in RULE_OPTIONS.items():
+        value = get(name, default)
+        if value is not None and value != default:
+            out[name] = value
+    return out
+
+
+def declaration_summary(gate: Any) -> dict[str, Any]:
+    """Return a declaration as it is stored with a run (what evaluation and replay judge with).
+
+    :param gate: a :class:`~airflow_metric_gate.declarations.GateDeclaration`, or a stored or
+        serialized declaration (a mapping).
+    """
+    get = _getter(gate)
+    out = {name: get(name, None) for name in SUMMARY_FIELDS}
+    out["constraint"] = dict(out["constraint"] or {})
+    out["enforce"] = bool(out["enforce"])
+    out.update(rule_options(gate))  # opt-in rules are stored only when switched on
     return out
 
 

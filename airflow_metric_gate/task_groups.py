@@ -29,6 +29,7 @@ from airflow.sdk.definitions._internal.expandinput import (
     ListOfDictsExpandInput,
     MappedArgument,
 )
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.declarations import GateDeclaration
 from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
@@ -54,12 +55,23 @@ class _MappedOrDefault(MappedArgument):
     ``expand_kwargs()`` stands in a mapped argument for every parameter of the function, including
     those a series' dict leaves out; resolving one of those would fail the task (``KeyError``).  This
     one resolves to the parameter's default instead, so a dict only names what differs.
+
+    It also refuses a dict that names a non-templated argument (``_FIXED``): the operators took that
+    argument's value when the DAG was parsed, so the dict's value would be silently ignored.  Dicts
+    from an upstream task are known only at run time, so this is where they are checked.
     """
 
     _default: Any = None
 
     def resolve(self, context: Mapping[str, Any]) -> Any:
         data, _ = self._input.resolve(context)
+        fixed = [name for name in _FIXED if name in data]
+        if fixed:
+            raise AirflowFailException(
+                f"metric_gate: the dict of map index {context['ti'].map_index} names {fixed[0]!r}, which is the same "
+                "for every series and cannot come from the dicts expand_kwargs() maps over (it would be ignored); "
+                "give it to .partial()"
+            )
         return data.get(self._key, self._default)
 
 

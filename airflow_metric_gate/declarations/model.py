@@ -11,6 +11,7 @@ from typing import Any
 from marshmallow import ValidationError
 
 from airflow_metric_gate.errors import LocatedError
+from airflow_metric_gate.rules import declaration_summary, rule_options
 from airflow_metric_gate.schemas.declarations import CONSTRAINT_KEYS, GateDeclarationSchema, load_defaults_table
 from airflow_metric_gate.schemas.messages import format_errors
 
@@ -135,31 +136,14 @@ class GateDeclaration:
     def rule_options(self) -> dict[str, Any]:
         """Return the opt-in judging options that differ from their defaults (empty for a default declaration).
 
-        What is stored with a run's declarations and serialized: written only when set, so default
-        declarations read as before.
+        What is stored with a run's declarations and serialized (see
+        :func:`airflow_metric_gate.rules.rule_options`).
         """
-        out: dict[str, Any] = {}
-        if self.min_failing_steps != 1:
-            out["min_failing_steps"] = self.min_failing_steps
-        if self.band != "rel":
-            out["band"] = self.band
-            out["mad_k"] = self.mad_k
-        if self.severity != "fail":
-            out["severity"] = self.severity
-        return out
+        return rule_options(self)
 
     def summary(self) -> dict[str, Any]:
         """Return the declaration as it is stored with a run (what evaluation and replay judge with)."""
-        out = {
-            "metric_key": self.metric_key,
-            "steps_key": self.steps_key,
-            "constraint_key": self.constraint_key,
-            "constraint": dict(self.constraint),
-            "enforce": bool(self.enforce),
-            "allowlist_reason": self.allowlist_reason,
-        }
-        out.update(self.rule_options())  # opt-in rules are stored only when switched on
-        return out
+        return declaration_summary(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> GateDeclaration:

@@ -14,6 +14,7 @@ from airflow_metric_gate.limits import (
     MAX_STEPS_KEY_BYTES,
     key_problem,
 )
+from airflow_metric_gate.rules import RULE_OPTIONS
 from airflow_metric_gate.schemas.declarations import DEFAULT_MAD_K, DeclarationSchema
 from airflow_metric_gate.schemas.messages import first_field, format_errors
 
@@ -62,6 +63,8 @@ def _build(
         source = f"{path}: gate {index}" if index is not None else path
     else:
         source = None
+    options = {name: loaded[name] for name in RULE_OPTIONS}
+    options["mad_k"] = (loaded["mad_k"] or DEFAULT_MAD_K) if loaded["band"] == "mad" else None
     return GateDeclaration(
         metric_key=loaded["metric_key"],
         steps=steps,
@@ -71,10 +74,7 @@ def _build(
         enforce=loaded["enforce"],
         allowlist_reason=loaded["allowlist_reason"],
         source=source,
-        min_failing_steps=loaded["min_failing_steps"],
-        band=loaded["band"],
-        mad_k=(loaded["mad_k"] or DEFAULT_MAD_K) if loaded["band"] == "mad" else None,
-        severity=loaded["severity"],
+        **options,
     )
 
 
@@ -120,9 +120,8 @@ def declare(
     """
     item: dict[str, Any] = {"metric_key": metric_key}
     item.update(enforce=enforce, allowlist_reason=allowlist_reason)
-    opt_in = {"min_failing_steps": (min_failing_steps, 1), "band": (band, "rel"), "mad_k": (mad_k, None),
-              "severity": (severity, "fail")}
-    item.update({name: value for name, (value, default) in opt_in.items() if value != default})
+    given = {"min_failing_steps": min_failing_steps, "band": band, "mad_k": mad_k, "severity": severity}
+    item.update({name: value for name, value in given.items() if value != RULE_OPTIONS[name]})  # as written
     if steps is not _OMITTED:
         item["steps"] = steps
     if constraint is not _OMITTED:
@@ -188,7 +187,7 @@ def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[G
             f"gate {declaration.metric_key!r} with steps {declaration.steps_key} and constraint "
             f"{declaration.constraint_key}"
         )
-        for name in ("enforce", "allowlist_reason", "min_failing_steps", "band", "mad_k", "severity"):
+        for name in ("enforce", "allowlist_reason", *RULE_OPTIONS):
             a, b = getattr(first, name), getattr(declaration, name)
             if a != b:
                 raise DeclarationError(

@@ -48,6 +48,12 @@ def _extra(connection: Any) -> dict[str, Any]:
     return {k: v for k, v in extra.items() if v not in (None, "")}
 
 
+def _password_forms(password: str | None) -> tuple[str, ...]:
+    """Return a connection's password in every form a message may show it: as written and percent-encoded."""
+    password = password or ""
+    return (password, quote(password, safe=""))
+
+
 class MetricStoreHook(BaseHook):
     """Open the metric store behind an Airflow connection (``metric_gate``, ``postgres`` or ``sqlite``).
 
@@ -117,6 +123,14 @@ class MetricStoreHook(BaseHook):
                 f"cannot read Airflow connection {conn_id!r} of the metric store ({shown}); create it as a "
                 f"{CONN_TYPE} (or postgres) connection, or pass conn_id="
             ) from (err if shown == text else None)
+
+    def _secrets(self) -> tuple[str, ...]:
+        """Return the connection's password as written and percent-encoded (nothing if it cannot be read)."""
+        try:
+            password = self._connection().password
+        except Exception:  # the message being cleaned may be this very failure: nothing more to hide
+            return ()
+        return _password_forms(password)
 
     def get_store(self) -> MetricStore:
         """Open the store (nothing connects until the store is first used; use it in a ``with`` block).
@@ -197,8 +211,7 @@ class MetricStoreHook(BaseHook):
         extra.pop("statement_timeout", None)
         extra["connect_timeout"] = timeouts.connect
         connection.extra = json.dumps(extra)
-        password = connection.password or ""
-        store = PostgresStore.from_hook(hook, timeouts=timeouts, secrets=(password, quote(password, safe="")))
+        store = PostgresStore.from_hook(hook, timeouts=timeouts, secrets=_password_forms(connection.password))
         store.description = f"postgres connection {conn_id!r}"
         return store
 
@@ -214,9 +227,9 @@ class MetricStoreHook(BaseHook):
                 version = store.schema_version()
                 where = store.description
         except StoreError as err:
-            return False, scrub(str(err))
+            return False, scrub(str(err), secrets=self._secrets())
         except Exception as err:  # the UI shows the message; an unexpected error must not leak secrets
-            return False, scrub(f"{type(err).__name__}: {err}")
+            return False, scrub(f"{type(err).__name__}: {err}", secrets=self._secrets())
         from airflow_metric_gate.store.schema import SCHEMA_VERSION
 
         if version == 0:

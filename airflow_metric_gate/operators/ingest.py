@@ -78,12 +78,14 @@ class IngestRecordOperator(MetricGateBaseOperator):
 
         {"location": "s3://bucket/nightly/2026-11-30", "format": "series",
          "metrics": 7, "points": 5120, "files": 8, "skipped": 1,
-         "checksum": "<sha256>", "copy": true}
+         "checksum": "<sha256>", "copy": true, "storage_conn_id": "aws_training"}
 
     ``skipped`` counts the entries of a record directory that were skipped (each is logged).
     ``checksum`` pins the record's bytes: :class:`PersistValuesOperator` reads the record again
     and refuses it if it changed.  ``copy`` (records on object storage only) says a verified local
-    copy was kept on this machine, so that the record is downloaded once per night.  Unreachable
+    copy was kept on this machine, so that the record is downloaded once per night.
+    ``storage_conn_id`` (only when given; a connection id, no secret) is carried on, so that the
+    next tasks read the record with the same connection without being given it.  Unreachable
     storage is retried (``AirflowException``).
 
     :param location: the record location: local path or object-storage URI; ``None`` takes it from
@@ -141,6 +143,9 @@ class IngestRecordOperator(MetricGateBaseOperator):
         }
         if copy:
             summary["copy"] = True
+        storage_conn_id = optional(self.storage_conn_id)
+        if storage_conn_id:  # a connection's id, never its secrets: the next tasks read the record with it
+            summary["storage_conn_id"] = storage_conn_id
         self.log.info(
             "Record %s: %s metric(s), %s point(s) in %s file(s)",
             location,

@@ -189,6 +189,9 @@ class SelectStepsOperator(MetricGateBaseOperator):
         if problem:
             raise self.bad_input(problem)
 
+        # the select task's own connection, else the one the ingest task read the record with
+        carried = summary.get("storage_conn_id")
+        storage_conn_id = optional(self.storage_conn_id) or (optional(carried) if isinstance(carried, str) else None)
         declarations = self.declarations()
         self.log.info("%s gate declaration(s) for record %s", len(declarations), location)
         checksum = summary.get("checksum")
@@ -198,7 +201,7 @@ class SelectStepsOperator(MetricGateBaseOperator):
         else:
             self.log.info("Reading training record %s (format %s) to check it and pin its checksum", location, fmt)
             with self.core_errors(record=location):
-                record, checksum, _ = pinned_record(location, self.storage_conn_id, fmt)
+                record, checksum, _ = pinned_record(location, storage_conn_id, fmt)
             counts = {"metrics": len(record), "points": record.point_count(), "files": len(record.sources),
                       "skipped": len(record.skipped)}
         self.log.info("Record %s pinned by checksum %s", location, checksum)
@@ -208,5 +211,5 @@ class SelectStepsOperator(MetricGateBaseOperator):
             checksum=checksum,
             declarations=declarations,
             counts=counts,
-            storage_conn_id=optional(self.storage_conn_id),
+            storage_conn_id=storage_conn_id,
         )

@@ -194,7 +194,8 @@ def create_app() -> FastAPI:
                 if steps_label(key[1]) == "all" and key in gates:
                     values = store.declaration_values(run.run_id, *key)
                     bands = step_band(
-                        store.declaration_baselines(run.run_id, *key, DEFAULT_HISTORY_LIMIT), gates[key]["constraint"]
+                        {v.step: v.value for v in values},
+                        store.declaration_baselines(run.run_id, *key, DEFAULT_HISTORY_LIMIT), gates[key],
                     )
                     failing = set()
                     for r in results:
@@ -205,8 +206,8 @@ def create_app() -> FastAPI:
                         [(v.step, v.value) for v in values], bands, failing, label=f"{key[0]} over training steps"
                     )
                     view.steps_note = (
-                        "The band of a failing step is the one the verdict used; other steps show the mean of the "
-                        f"{DEFAULT_HISTORY_LIMIT} latest trusted baseline runs with the declaration's constraint."
+                        "The band of a failing step is the one the verdict used; other steps show the band the "
+                        f"declaration judges them with over the {DEFAULT_HISTORY_LIMIT} latest trusted baseline runs."
                     )
             if run is not None and auth.is_authorized(user, run.provenance.get("dag_id") or q["dag_id"], "PUT"):
                 mark = mark_form(run, MarkForm(auth.form_token(user, run.run_id), "task?" + request.url.query))

@@ -11,8 +11,10 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES
+from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES, evaluate_value
+from airflow_metric_gate.rules import mad_k
 from airflow_metric_gate.verdict import band_distance
 
 #: How the runs of a series are drawn: one kind per point.
@@ -206,22 +208,32 @@ def history_points(rows: Iterable[Mapping], tonight_run_id: str | None = None) -
     ]
 
 
-def step_band(values_by_step: Mapping[int, Sequence[float]], constraint: Mapping[str, float], *,
-              aggregate: str = "mean", min_history: int = 1) -> dict[int, tuple[float, float, float]]:
-    """Return ``{step: (ref, lo, hi)}`` for a declaration's baseline values by step.
+def step_band(current_by_step: Mapping[int, float], values_by_step: Mapping[int, Sequence[float]],
+              gate: Mapping[str, Any], *, aggregate: str = "mean",
+              min_history: int = 1) -> dict[int, tuple[float, float, float]]:
+    """Return ``{step: (ref, lo, hi)}``: the band each of a run's steps is judged against.
 
+    Each step is judged by the judging function itself
+    (:func:`~airflow_metric_gate.evaluation.evaluate_value`) with the declaration as it is stored,
+    its opt-in options included (``band: mad``), so the band drawn is the band that decides.
+
+    :param current_by_step: the run's value of each step.
     :param values_by_step: the baseline values of each step.
-    :param constraint: the declaration's band parameters.
+    :param gate: the declaration as stored with the run (``constraint`` and its opt-in options).
     :param aggregate: ``mean`` or ``median``.
     :param min_history: steps with fewer baseline values get no band (cold start).
     """
-    from airflow_metric_gate.evaluation import compute_band, reference
-
+    k = mad_k(gate)
     out = {}
     for step, values in values_by_step.items():
-        if not values or len(values) < max(min_history, 1):
+        current = current_by_step.get(step)
+        if current is None:
             continue
-        ref = reference(values, aggregate)
-        band = compute_band(ref, constraint)
-        out[step] = (ref, band.lo, band.hi)
+        r = evaluate_value(
+            metric_key=gate["metric_key"], steps_key=gate["steps_key"], constraint_key=gate["constraint_key"],
+            step=step, at_step=step, current=current, history=values, constraint=gate["constraint"],
+            min_history=min_history, aggregate=aggregate, mad_k=k,
+        )
+        if r.ref is not None and r.lo is not None and r.hi is not None:
+            out[step] = (r.ref, r.lo, r.hi)
     return out

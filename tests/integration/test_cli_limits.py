@@ -313,6 +313,29 @@ def test_unexpected_error_exits_4_with_one_line_and_a_traceback_only_under_debug
     assert "Traceback" in err and "RuntimeError: table broke" in err
 
 
+@pytest.mark.parametrize("error", [ValueError("bad unpack"), OSError("bad descriptor"), KeyError("k")])
+def test_a_plain_value_or_os_error_is_a_bug_not_bad_input(capsys, tmp_path, monkeypatch, error):
+    """Only the package's own bad-input errors exit 2; a bare ValueError or OSError is internal (4)."""
+    import airflow_metric_gate.cli as cli
+
+    def broken(path):
+        raise error
+
+    monkeypatch.setattr(cli, "load_gates_file", broken)
+    record = _record(tmp_path, '{"metric": "m", "series": [[0, 1.0]]}\n')
+    code, _, err = _run(capsys, "run", record, "--gates", _gates(tmp_path), "--store", _sqlite(tmp_path))
+    assert code == 4, err
+    assert "internal error" in err and "nothing was stored" not in err
+
+
+def test_an_unusable_demo_working_folder_is_bad_input(capsys, tmp_path):
+    taken = tmp_path / "a-file"
+    taken.write_text("")
+    code, _, err = _run(capsys, "demo", "--workdir", str(taken / "work"))
+    assert code == 2, err
+    assert str(taken) in err and "working folder" in err and "internal error" not in err
+
+
 def test_store_outage_after_the_write_does_not_claim_nothing_was_stored(capsys, tmp_path, monkeypatch):
     from airflow_metric_gate.store import StoreUnavailable
     from airflow_metric_gate.store.base import MetricStore

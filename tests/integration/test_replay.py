@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from airflow_metric_gate.cli import main
-from airflow_metric_gate.declarations import declare
+from airflow_metric_gate.declarations import DeclarationError, declare
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist
 from airflow_metric_gate.replay import render_replay, replay
 from airflow_metric_gate.selection import Selection
@@ -184,3 +184,36 @@ def test_cli_replay(store_url, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "would fail" in out and "newly failing (stored trusted): n2" in out
     assert main(["replay", "--series", "nope", "--store", store_url]) == 2
+
+
+def test_given_declarations_of_one_coordinate_are_collapsed_as_in_evaluation(filled):
+    again = declare("loss", steps=[0], constraint={"rel_up": 0.03, "rel_down": 0.03})
+    report = _replay(filled, declarations=[TIGHT, again])
+    [gate] = report["declarations"]  # judged once, not twice
+    assert [f["run_id"] for f in gate["failed"]] == ["n2", "n3", "n5"]
+    assert report["summary"]["counts"] == _replay(filled, declarations=[TIGHT])["summary"]["counts"]
+    [warning] = report["warnings"]
+    assert "declared twice" in warning and "gated once" in warning
+    assert "declared twice" in render_replay(report)
+    warn = declare("loss", steps=[0], constraint={"rel_up": 0.03, "rel_down": 0.03}, severity="warn")
+    with pytest.raises(DeclarationError, match="declared twice with different severity"):
+        _replay(filled, declarations=[TIGHT, warn])
+
+
+def test_cli_replay_checks_a_coordinate_declared_twice(store_url, tmp_path, capsys):
+    with open_store(store_url) as store:
+        _fill(store)
+    gate = "  - metric_key: loss\n    steps: [0]\n    constraint: {rel_up: 0.03, rel_down: 0.03}\n"
+    args = ["replay", "--series", "job", "--suite", "nightly", "--store", store_url, "--gates"]
+    conflicting = tmp_path / "conflicting.yaml"
+    conflicting.write_text("gates:\n" + gate + gate + "    severity: warn\n")
+    assert main([*args, str(conflicting)]) == 2
+    assert "declared twice with different severity" in capsys.readouterr().err
+    identical = tmp_path / "identical.yaml"
+    identical.write_text("gates:\n" + gate + gate)
+    assert main([*args, str(identical), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    [declaration] = report["declarations"]
+    assert declaration["nights_judged"] == 6
+    assert report["summary"]["counts"] == {"INACTIVE": 1, "PASS": 2, "FAIL": 3}
+    assert "gated once" in report["warnings"][0]

@@ -121,6 +121,19 @@ def test_test_button_on_an_unreachable_store_says_why_without_the_password(monke
     assert PASSWORD not in message and "S3cret" not in message
 
 
+@pytest.mark.parametrize("shown", [PASSWORD, "Hunter2S3cret%40Tail"], ids=["as-written", "percent-encoded"])
+def test_test_button_hides_the_known_password_from_an_unexpected_error(monkeypatch, shown):
+    _set(monkeypatch, host="127.0.0.1", port=5432, login="gate", password=PASSWORD)
+
+    def broken(self):
+        raise RuntimeError(f"driver said: bad thing near {shown} (not in a URL)")
+
+    monkeypatch.setattr(MetricStoreHook, "get_store", broken)
+    ok, message = MetricStoreHook().test_connection()
+    assert not ok and message.startswith("RuntimeError: driver said: bad thing near ***")
+    assert "S3cret" not in message
+
+
 def test_test_button_on_a_bad_connection(monkeypatch):
     _set(monkeypatch, conn_type="http", host="example.com")
     assert MetricStoreHook().test_connection() == (

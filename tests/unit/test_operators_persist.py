@@ -246,3 +246,36 @@ def test_series_over_the_key_limits_fails_without_retry_and_stores_nothing(db, s
         PersistValuesOperator(task_id="persist_values", series=series, selection=_payload()).execute(context())
     if db.exists() and _query(db, "SELECT name FROM sqlite_master WHERE name = 'runs'"):
         assert _query(db, "SELECT COUNT(*) FROM runs") == [(0,)]
+
+
+def test_storage_conn_id_given_to_ingest_only_reaches_persist_through_xcom(db, tmp_path, monkeypatch):
+    import airflow_metric_gate.operators.persist as persist_module
+    import airflow_metric_gate.operators.select as select_module
+
+    record = tmp_path / "night.jsonl"
+    record.write_text(json.dumps({"metric": "train/grad_norm", "series": [[0, 1.0], [1, 1.1]]}) + "\n")
+    summary = IngestRecordOperator(task_id="ingest_record", location=str(record),
+                                   storage_conn_id="records_store").execute(context())
+    assert summary["storage_conn_id"] == "records_store"
+    gates = [{"metric_key": "train/grad_norm", "steps": "all", "constraint": CONSTRAINT}]
+    reference = SelectStepsOperator(task_id="select_steps", record=summary, gates=gates).execute(context())
+    assert reference["storage_conn_id"] == "records_store"
+    used = []
+
+    def spy(real):
+        return lambda location, conn_id, *args: used.append(conn_id) or real(location, conn_id, *args)
+
+    monkeypatch.setattr(persist_module, "checked_record", spy(persist_module.checked_record))
+    assert _persist(selection=reference).execute(context())["rows"] == 2
+    assert used == ["records_store"]
+    # a select that reads the record itself (no checksum from ingest) reads it with that connection too
+    monkeypatch.setattr(select_module, "pinned_record", spy(select_module.pinned_record))
+    unpinned = {k: v for k, v in summary.items() if k != "checksum"}
+    reference = SelectStepsOperator(task_id="select_steps", record=unpinned, gates=gates).execute(context())
+    assert used[1:] == ["records_store"] and reference["storage_conn_id"] == "records_store"
+    # select's own storage_conn_id wins
+    own = SelectStepsOperator(task_id="select_steps", record=summary, gates=gates, storage_conn_id="other").execute(
+        context())
+    assert own["storage_conn_id"] == "other"
+    assert "storage_conn_id" not in IngestRecordOperator(task_id="ingest_record", location=str(record)).execute(
+        context())

@@ -25,6 +25,7 @@ from airflow_metric_gate.evaluation import (
     median_and_mad,
 )
 from airflow_metric_gate.report import render_report
+from airflow_metric_gate.rules import RULE_OPTIONS, declaration_summary, rule_options
 from airflow_metric_gate.schemas.verdict import VerdictSchema
 from airflow_metric_gate.verdict import build_verdict
 
@@ -184,3 +185,24 @@ def test_judge_and_describe_agree_on_random_mad_bands():
             assert (result.lo <= current <= result.hi) == (status == PASS)
             seen.add((status, result.bound))
     assert {(PASS, None), (FAIL, "mad")} <= seen
+
+
+# One value other than the default for every opt-in option (a new option adds its line here).
+NON_DEFAULT = {"min_failing_steps": 3, "band": "mad", "mad_k": 2.5, "severity": "warn"}
+
+
+def test_one_list_of_options_drives_storage_serialization_and_the_duplicate_check():
+    assert set(NON_DEFAULT) == set(RULE_OPTIONS)
+    full = declare("loss", steps="all", constraint=C, **NON_DEFAULT)
+    # the declaration, its stored summary and its serialized form give the same options, by one function
+    assert full.rule_options() == rule_options(full) == rule_options(full.summary()) == NON_DEFAULT
+    assert rule_options(full.to_dict()) == NON_DEFAULT
+    assert declaration_summary(full.summary()) == declaration_summary(full) == full.summary()
+    assert rule_options(declare("loss", steps="all", constraint=C).summary()) == {}
+    for name, value in NON_DEFAULT.items():
+        mad = {"band": "mad"} if name == "mad_k" else {}  # mad_k applies only with band: mad
+        first = declare("loss", steps="all", constraint=C, source="a.yaml", **mad)
+        second = declare("loss", steps="all", constraint=C, source="b.yaml", **{**mad, name: value})
+        with pytest.raises(DeclarationError, match=f"declared twice with different {name}") as info:
+            collapse_duplicates([first, second])
+        assert info.value.field == name

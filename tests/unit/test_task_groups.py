@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pendulum
 import pytest
 from airflow.sdk import DAG, task
+from airflow.sdk.exceptions import AirflowFailException
 
 import airflow_metric_gate
 from airflow_metric_gate.task_groups import metric_gate
@@ -102,6 +103,29 @@ def test_expand_kwargs_over_an_upstream_task_keeps_the_fixed_settings():
     assert dag.get_task("metric_gate.select_steps").gates == [{"metric_key": "loss"}]
     assert dag.get_task("metric_gate.evaluate_gate").enforce is True
     assert "identities" in sensor.upstream_task_ids
+
+
+@pytest.mark.parametrize("key, value", [("enforce", False), ("gates", []), ("poke_interval", 5), ("deferrable", False),
+                                        ("timeout", 60)])
+def test_a_fixed_setting_in_an_upstream_tasks_dicts_fails_at_run_time(key, value):
+    """The dicts of an upstream task are known only at run time: a fixed key there is bad input, not ignored."""
+    with _dag() as dag:
+
+        @task
+        def identities() -> list[dict]:
+            return []
+
+        metric_gate.partial(gates_file="gates.yaml").expand_kwargs(identities())
+
+    def ti(*dicts):
+        return SimpleNamespace(map_index=len(dicts) - 1, xcom_pull=lambda **kwargs: list(dicts))
+
+    for task_id, field in (("wait_for_record", "path"), ("persist_values", "series")):
+        operator = dag.get_task(f"metric_gate.{task_id}")
+        ok = {"series": "a", "path": "/a"}
+        assert operator.render_template(getattr(operator, field), {"ti": ti(ok)}) in ("a", "/a")
+        with pytest.raises(AirflowFailException, match=rf"map index 1 names {key!r}.*give it to \.partial\(\)"):
+            operator.render_template(getattr(operator, field), {"ti": ti(ok, {**ok, key: value})})
 
 
 def test_expand_over_series_and_record():

@@ -13,6 +13,7 @@ from airflow_metric_gate.plugins.data import (
     band_distance,
     history_points,
     status_counts,
+    step_band,
     summary_from_results,
     summary_text,
     verdict_summary,
@@ -159,3 +160,22 @@ def test_mark_form_needs_a_reason_and_comes_back_only_to_this_view():
                 {"next": "//evil.example/"}, {"next": "/api/v2/dags"}, {"token": ""}):
         with pytest.raises(ValidationError):
             MarkFormSchema().load({**form, **bad})
+
+
+def test_step_band_is_the_band_the_judging_function_uses_including_the_mad_band():
+    from airflow_metric_gate.evaluation import constraint_params, describe, judge
+
+    baseline = [0.8, 0.9, 0.9, 0.9, 1.0, 1.0, 1.0, 1.0, 1.1, 1.1, 1.1, 1.2]  # mean and median 1.0, MAD 0.1
+    constraint = {"rel_up": 0.05, "rel_down": 0.05, "abs_floor_up": 0.0, "abs_floor_down": 0.0}
+    robust = {"metric_key": "m", "steps_key": '"all"', "constraint_key": "c", "constraint": constraint,
+              "band": "mad", "mad_k": 6.0}
+    judged = judge(1.3, baseline, constraint_params(constraint), 1, "mean", 6.0)
+    expected = describe("m", '"all"', "c", 0, 0, 1.3, len(baseline), judged, constraint, 1, "mean", 6.0)
+    assert judged[0] == "PASS" and (expected.lo, expected.hi) == pytest.approx((0.4, 1.6))
+    bands = step_band({0: 1.3, 1: 1.0}, {0: baseline, 1: [1.0]}, robust)
+    assert bands[0] == pytest.approx((1.0, 0.4, 1.6))  # the mad band, not the constraint's [0.95, 1.05]
+    assert bands[1] == pytest.approx((1.0, 0.95, 1.05))  # too few values for the mad band: the constraint's
+    plain = {**robust, "band": None, "mad_k": None}
+    assert step_band({0: 1.3}, {0: baseline}, plain)[0] == pytest.approx((1.0, 0.95, 1.05))
+    assert step_band({0: 1.3}, {0: baseline}, plain, aggregate="median")[0] == pytest.approx((1.0, 0.95, 1.05))
+    assert step_band({0: 1.3}, {0: baseline[:2]}, robust, min_history=3) == {}  # cold start: no band
