@@ -11,6 +11,12 @@ values plus or minus ``mad_k`` times their median absolute deviation (decided by
 :func:`airflow_metric_gate.evaluation.judge`, from :data:`~airflow_metric_gate.evaluation.MAD_MIN_VALUES`
 baseline values on).
 
+``night_mean_k`` (whole night): besides its steps, the declaration's night is judged as a whole:
+the sum of its steps' robust z divided by the square root of their number must stay within
+``-+night_mean_k`` (decided by :func:`airflow_metric_gate.evaluation.judge_night`); beyond it,
+one declaration-level FAIL result.  A shift too small for any one step's band, on many steps, is
+caught.
+
 ``severity: warn``: the declaration's FAIL and ERROR results never block; they still make the run
 untrusted (the regressed value feeds no baseline).
 
@@ -26,7 +32,7 @@ from typing import Any
 from airflow_metric_gate.enums import FAIL, PASS
 from airflow_metric_gate.schemas.declarations import DEFAULT_MAD_K
 
-__all__ = ["applies_persistence", "is_warning", "mad_k", "min_failing_steps", "rule_options",
+__all__ = ["applies_persistence", "is_warning", "mad_k", "min_failing_steps", "night_mean_k", "rule_options",
            "tolerate_isolated_failures"]
 
 
@@ -38,6 +44,12 @@ def min_failing_steps(gate: Mapping[str, Any]) -> int:
 def mad_k(gate: Mapping[str, Any]) -> float | None:
     """Return a stored or serialized declaration's ``mad_k`` when it has ``band: mad``, else ``None``."""
     return float(gate.get("mad_k") or DEFAULT_MAD_K) if gate.get("band") == "mad" else None
+
+
+def night_mean_k(gate: Mapping[str, Any]) -> float | None:
+    """Return a stored or serialized declaration's ``night_mean_k`` (``None``: the whole-night rule is off)."""
+    k = gate.get("night_mean_k")
+    return None if k is None else float(k)
 
 
 def is_warning(gate: Mapping[str, Any]) -> bool:
@@ -57,6 +69,8 @@ def rule_options(gate: Mapping[str, Any]) -> dict[str, Any]:
     k = mad_k(gate)
     if k is not None:
         out.update(band="mad", mad_k=k)
+    if night_mean_k(gate) is not None:
+        out["night_mean_k"] = night_mean_k(gate)
     if is_warning(gate):
         out["severity"] = "warn"
     return out

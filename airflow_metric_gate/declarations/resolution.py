@@ -74,6 +74,7 @@ def _build(
         min_failing_steps=loaded["min_failing_steps"],
         band=loaded["band"],
         mad_k=(loaded["mad_k"] or DEFAULT_MAD_K) if loaded["band"] == "mad" else None,
+        night_mean_k=None if loaded["night_mean_k"] is None else float(loaded["night_mean_k"]),
         severity=loaded["severity"],
     )
 
@@ -98,6 +99,7 @@ def declare(
     min_failing_steps: int = 1,
     band: str = "rel",
     mad_k: float | None = None,
+    night_mean_k: float | None = None,
     severity: str = "fail",
 ) -> GateDeclaration:
     """Declare one gate in Python.
@@ -115,13 +117,14 @@ def declare(
     :param min_failing_steps: opt-in persistence rule (see :class:`GateDeclaration`).
     :param band: ``"rel"`` or the opt-in robust ``"mad"`` band (see :class:`GateDeclaration`).
     :param mad_k: the ``mad`` band's half-width in MADs (only with ``band="mad"``).
+    :param night_mean_k: opt-in whole-night rule's threshold (see :class:`GateDeclaration`).
     :param severity: ``"fail"`` or ``"warn"`` (see :class:`GateDeclaration`).
     :raises DeclarationError: the declaration is invalid.
     """
     item: dict[str, Any] = {"metric_key": metric_key}
     item.update(enforce=enforce, allowlist_reason=allowlist_reason)
     opt_in = {"min_failing_steps": (min_failing_steps, 1), "band": (band, "rel"), "mad_k": (mad_k, None),
-              "severity": (severity, "fail")}
+              "night_mean_k": (night_mean_k, None), "severity": (severity, "fail")}
     item.update({name: value for name, (value, default) in opt_in.items() if value != default})
     if steps is not _OMITTED:
         item["steps"] = steps
@@ -188,7 +191,8 @@ def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[G
             f"gate {declaration.metric_key!r} with steps {declaration.steps_key} and constraint "
             f"{declaration.constraint_key}"
         )
-        for name in ("enforce", "allowlist_reason", "min_failing_steps", "band", "mad_k", "severity"):
+        for name in ("enforce", "allowlist_reason", "min_failing_steps", "band", "mad_k", "night_mean_k",
+                     "severity"):
             a, b = getattr(first, name), getattr(declaration, name)
             if a != b:
                 raise DeclarationError(
