@@ -395,10 +395,10 @@ def evaluate(
         counts[status] += 1
         per_gate[key][status] += 1
         if night_ks[key] is not None:
+            night_at[key] = v.ordinal  # the declaration's last coordinate: its night result sorts after it
             z = step_z(v.value, values, judged)
             if z is not None:
                 night_zs.setdefault(key, []).append(z)
-                night_at[key] = v.ordinal
         if status in (FAIL, ERROR) or all_results:
             gate = gates[key]
             result = describe(v.metric_key, v.steps_key, v.constraint_key, v.step, v.at_step, v.value, len(values),

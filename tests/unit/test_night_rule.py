@@ -170,3 +170,11 @@ def test_a_failing_night_beside_a_failing_step_keeps_the_step_as_the_worst():
     assert line.startswith('REGRESSED loss (steps "all"): 1 of 4 steps FAIL, step 3, above band, worst step 3: 2 vs')
     assert line.endswith("whole night above its band: robust z of 4 steps, summed / sqrt(n), 4 vs -+3.5 (night_mean_k)")
     assert sorted(r["bound"] for r in verdict["results"]) == ["night_mean", "rel"]
+
+
+def test_the_ui_summary_sentence_names_a_failing_night():
+    from airflow_metric_gate.plugins.data import summary_text
+
+    [entry] = _verdict(step_fail=False)["summary"]
+    assert summary_text(entry) == ("loss (steps all): 1 FAIL, above the band; whole night above its band: 4 vs -+3.5 "
+                                   "(night_mean_k, 4 steps)")
