@@ -25,7 +25,7 @@ def test_accuracy_smoke_run_reports_every_metric_and_kind(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     variants = json.loads(output.read_text())
     robust = "band: mad, mad_k: 6, min_failing_steps: 4"
-    best = f"{robust}; night_mean_k: 7 on the two KLs"
+    best = f"{robust}; night_mean_k: 8 on the two KLs"
     warn = "severity: warn on train/grad_norm"
     assert list(variants) == ["defaults", "min_failing_steps: 3", robust, best, warn]
     figures = variants["defaults"]
