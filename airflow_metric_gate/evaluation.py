@@ -24,6 +24,7 @@ __all__ = [
     "ERROR",
     "FAIL",
     "INACTIVE",
+    "NIGHT_BOUND",
     "PASS",
     "STATUSES",
     "Band",
@@ -37,8 +38,11 @@ __all__ = [
     "evaluate_value",
     "is_trusted",
     "judge",
+    "judge_night",
     "median_and_mad",
+    "night_result",
     "reference",
+    "step_z",
 ]
 
 DEFAULT_HISTORY_LIMIT = 20
@@ -53,6 +57,9 @@ Judged = tuple[str, "float | None", "str | None", "float | None"]
 #: values on; with fewer (a spread measured on a handful of nights is itself noise), or a MAD of 0,
 #: the constraint's band judges it.
 MAD_MIN_VALUES = 10
+
+#: The ``bound`` of a declaration's whole-night FAIL (the opt-in ``night_mean_k``, :func:`judge_night`).
+NIGHT_BOUND = "night_mean"
 
 
 @dataclass(frozen=True)
@@ -174,6 +181,77 @@ def judge(current: float, values: Sequence[float], params: tuple[float, float, f
         return ERROR, None, str(exc), None
     lo, hi = band_limits(ref, params)
     return (PASS if lo <= current <= hi else FAIL), ref, None, None
+
+
+def step_z(current: float, values: Sequence[float], judged: Judged) -> float | None:
+    """Return one judged coordinate's robust z, ``(current - median) / MAD`` of its baseline values.
+
+    What the opt-in whole-night rule (``night_mean_k``, :func:`judge_night`) adds up over a
+    declaration's steps.  ``None`` when the coordinate was not judged PASS or FAIL (a cold start, an
+    ERROR), when it has fewer than :data:`MAD_MIN_VALUES` baseline values, or when their MAD is 0:
+    the same conditions as the ``mad`` band.  When the ``mad`` band judged it, its median and MAD are
+    reused.
+
+    :param current: the value of the run being gated.
+    :param values: the coordinate's baseline values.
+    :param judged: what :func:`judge` returned for them.
+    """
+    status, ref, _, mad = judged
+    if status not in (PASS, FAIL) or len(values) < MAD_MIN_VALUES:
+        return None
+    if mad is None:
+        ref, mad = median_and_mad(values)
+    return (current - ref) / mad if mad > 0 else None  # type: ignore[operator]
+
+
+def judge_night(zs: Sequence[float], night_k: float) -> tuple[str, float] | None:
+    """Decide a declaration's whole night (the opt-in ``night_mean_k``): the one place it is decided.
+
+    The statistic is the sum of the steps' robust z (:func:`step_z`) divided by the square root of
+    their number (the mean z times ``sqrt(n)``): for independent steps it has the spread of one
+    step's z whatever ``n``, while a level shift of ``d`` MADs on ``m`` of the ``n`` steps moves it
+    by ``d x m / sqrt(n)``.  FAIL when it is beyond ``night_k`` on either side (inclusive band),
+    else PASS.
+
+    :param zs: the robust z of the declaration's judged steps in this run.
+    :param night_k: the threshold (a declaration's ``night_mean_k``).
+    :return: ``(status, statistic)``, or ``None`` when no step has a z (nothing to judge).
+    """
+    if not zs:
+        return None
+    statistic = math.fsum(zs) / math.sqrt(len(zs))
+    return (PASS if -night_k <= statistic <= night_k else FAIL), statistic
+
+
+def night_result(metric_key: str, steps_key: str, constraint_key: str, zs: Sequence[float],
+                 judged: tuple[str, float], night_k: float) -> Result:
+    """Return the declaration-level result of :func:`judge_night`, explaining it.
+
+    ``step`` and ``at_step`` are ``None`` (the whole night), ``current`` is the statistic, ``ref``
+    0, ``lo`` and ``hi`` are ``-night_k`` and ``night_k``, ``n`` the number of steps added up, and a
+    FAIL's ``bound`` is :data:`NIGHT_BOUND`.
+
+    :param metric_key: the declaration's metric.
+    :param steps_key: the declaration's steps key.
+    :param constraint_key: the declaration's constraint key.
+    :param zs: the steps' robust z that were added up.
+    :param judged: what :func:`judge_night` returned for them.
+    :param night_k: the declaration's ``night_mean_k``.
+    """
+    status, statistic = judged
+    n = len(zs)
+    result = Result(metric_key, steps_key, constraint_key, None, None, status, current=statistic, ref=0.0, n=n,
+                    lo=-night_k, hi=night_k)
+    what = (f"whole night: the robust z ((value - median) / MAD of the step's baseline) of {n} step(s), "
+            f"mean {_fmt(statistic / math.sqrt(n))}, x sqrt({n}) = {_fmt(statistic)}")
+    if status == PASS:
+        result.reason = f"{what}, within -+{_fmt(night_k)} (night_mean_k)"
+        return result
+    above = statistic > night_k
+    result.side, result.bound = ("above" if above else "below"), NIGHT_BOUND
+    result.reason = (f"{what} is {result.side} {'hi' if above else 'lo'} {_fmt(night_k if above else -night_k)} "
+                     f"(night_mean_k); off by {_fmt(abs(statistic) - night_k)}")
+    return result
 
 
 def compute_band(ref: float, constraint: Mapping[str, float]) -> Band:

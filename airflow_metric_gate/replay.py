@@ -34,12 +34,16 @@ from airflow_metric_gate.evaluation import (
     error_result,
     is_trusted,
     judge,
+    judge_night,
+    night_result,
+    step_z,
 )
 from airflow_metric_gate.pipeline import check_evaluate_options
 from airflow_metric_gate.rules import (
     declaration_summary,
     mad_k,
     min_failing_steps,
+    night_mean_k,
     rule_options,
     tolerate_isolated_failures,
 )
@@ -53,12 +57,13 @@ __all__ = ["TRUST_MODES", "render_replay", "replay"]
 class _Gate:
     """One declaration being replayed and what it found."""
 
-    __slots__ = ("summary", "params", "mad_k", "failed", "judged", "missing")
+    __slots__ = ("summary", "params", "mad_k", "night_k", "failed", "judged", "missing")
 
     def __init__(self, summary: dict) -> None:
         self.summary = summary
         self.params = constraint_params(summary["constraint"])
         self.mad_k = mad_k(summary)
+        self.night_k = night_mean_k(summary)  # the opt-in whole-night rule (None: off)
         self.failed: list[dict] = []
         self.judged = 0
         self.missing = 0
@@ -149,12 +154,13 @@ def replay(
     nights: list[dict] = []
     counts_total = {s: 0 for s in STATUSES}
 
-    def judge_night(run: RunRow, rows: list[tuple]) -> dict:
+    def judge_run(run: RunRow, rows: list[tuple]) -> dict:
         counts = {s: 0 for s in STATUSES}
         present: dict[Any, bool] = {}
         feed: list[tuple[Any, float]] = []
         failing: dict[Any, list] = {}
         selected: Counter = Counter()
+        night_zs: dict[Any, list[float]] = {}  # the whole-night rule's robust z, per declaration
         cutoff = fed - history_limit
         if not given:
             for summary in run.declarations:
@@ -165,6 +171,7 @@ def replay(
                 else:
                     gate.summary, gate.params = declaration_summary(summary), constraint_params(summary["constraint"])
                     gate.mad_k = mad_k(summary)
+                    gate.night_k = night_mean_k(summary)
                 present[key] = False
         block: tuple[str, str, str] | None = None  # the declaration of the rows being read
         targets: list[tuple[Any, _Gate]] = []
@@ -195,6 +202,10 @@ def replay(
                 judged = judge(value, history, gate.params, min_history, aggregate, gate.mad_k)
                 status = judged[0]
                 counts[status] += 1
+                if gate.night_k is not None:
+                    z = step_z(value, history, judged)
+                    if z is not None:
+                        night_zs.setdefault(gk, []).append(z)
                 if status in (FAIL, ERROR):
                     s = gate.summary
                     result = describe(metric_key, s["steps_key"], s["constraint_key"], step, at_step, value,
@@ -236,7 +247,15 @@ def replay(
                 key = (s["metric_key"], s["steps_key"], s["constraint_key"])
                 items = tolerate_isolated_failures([(None, r, s) for r in results], counts,
                                                    Counter({key: selected[gk]}), keep_tolerated=False)
-                results = [r for _, r, _ in items]
+                failing[gk] = [r for _, r, _ in items]
+        for gk, zs in night_zs.items():  # after persistence, as in evaluation
+            s = gates[gk].summary
+            judged_night = judge_night(zs, gates[gk].night_k)  # type: ignore[arg-type]
+            if judged_night is not None and judged_night[0] == FAIL:
+                counts[FAIL] += 1
+                failing.setdefault(gk, []).append(night_result(
+                    s["metric_key"], s["steps_key"], s["constraint_key"], zs, judged_night, gates[gk].night_k))  # type: ignore[arg-type]
+        for gk, results in failing.items():
             if results:
                 gates[gk].failed.append({**night, "results": [r.to_dict() for r in results]})
         trusted = is_trusted(counts)
@@ -255,7 +274,7 @@ def replay(
         judged = []
         for run, rows in group:
             feed_seen.clear()
-            judged.append((run, judge_night(run, rows)))
+            judged.append((run, judge_run(run, rows)))
         for run, j in judged:
             nights.append(j["night"])
             trusted = j["trusted"] if trust == "replayed" else run.status == RunStatus.TRUSTED

@@ -94,20 +94,28 @@ def summary_entry_line(entry: Mapping) -> str:
     counts = entry["counts"]
     worst = entry["worst"]
     warn = "WARNING " if entry.get("severity") == "warn" else ""
-    if worst is None:
+    night = entry.get("night")  # the whole night's FAIL (opt-in night_mean_k): one result, not a step
+    if worst is None and night is None:
         return printable(f"{warn}ERROR {name}: {entry['error']}")
-    steps = counts[PASS] + counts[FAIL] + counts[INACTIVE]
-    parts = [f"{counts[FAIL]} of {steps} {'step' if steps == 1 else 'steps'} FAIL"]
+    whole = 1 if night is not None else 0
+    steps = counts[PASS] + counts[FAIL] + counts[INACTIVE] - whole
+    parts = [f"{counts[FAIL] - whole} of {steps} {'step' if steps == 1 else 'steps'} FAIL"]
     first, last = entry["first_failing_step"], entry["last_failing_step"]
     if first is not None:
         parts.append(f"step {first}" if first == last else f"steps {first}..{last}")
     parts.append(_SIDES.get(entry["side"], f"{entry['side']} band"))
-    at = worst["at_step"] if worst["at_step"] is not None else worst["step"]
-    parts.append(
-        f"worst step {'last' if at is None or at == -1 else at}: {_num(worst['current'])} vs baseline "
-        f"{_num(worst['ref'])} ({_change(worst['current'], worst['ref'])}; "
-        f"band {_num(worst['lo'])}..{_num(worst['hi'])})"
-    )
+    if worst is not None:
+        at = worst["at_step"] if worst["at_step"] is not None else worst["step"]
+        parts.append(
+            f"worst step {'last' if at is None or at == -1 else at}: {_num(worst['current'])} vs baseline "
+            f"{_num(worst['ref'])} ({_change(worst['current'], worst['ref'])}; "
+            f"band {_num(worst['lo'])}..{_num(worst['hi'])})"
+        )
+    if night is not None:
+        parts.append(
+            f"whole night {night['side']} its band: robust z of {night['steps']} steps, summed / sqrt(n), "
+            f"{_num(night['statistic'])} vs -+{_num(night['night_mean_k'])} (night_mean_k)"
+        )
     if counts[ERROR]:
         parts.append(f"{counts[ERROR]} ERROR: {entry['error']}")
     return printable(f"{warn or 'REGRESSED '}{name}: " + ", ".join(parts))

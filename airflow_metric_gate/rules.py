@@ -11,6 +11,12 @@ values plus or minus ``mad_k`` times their median absolute deviation (decided by
 :func:`airflow_metric_gate.evaluation.judge`, from :data:`~airflow_metric_gate.evaluation.MAD_MIN_VALUES`
 baseline values on).
 
+``night_mean_k`` (whole night): besides its steps, the declaration's night is judged as a whole:
+the sum of its steps' robust z divided by the square root of their number must stay within
+``-+night_mean_k`` (decided by :func:`airflow_metric_gate.evaluation.judge_night`); beyond it,
+one declaration-level FAIL result.  A shift too small for any one step's band, on many steps, is
+caught.
+
 ``severity: warn``: the declaration's FAIL and ERROR results never block; they still make the run
 untrusted (the regressed value feeds no baseline).
 
@@ -28,13 +34,14 @@ from airflow_metric_gate.enums import FAIL, PASS
 from airflow_metric_gate.schemas.declarations import DEFAULT_MAD_K
 
 __all__ = ["RULE_OPTIONS", "SUMMARY_FIELDS", "applies_persistence", "declaration_summary", "is_warning", "mad_k",
-           "min_failing_steps", "rule_options", "tolerate_isolated_failures"]
+           "min_failing_steps", "night_mean_k", "rule_options", "tolerate_isolated_failures"]
 
 #: The opt-in judging options, the one list of them, each with its default value.  An option is
 #: stored with a run's declarations and serialized only when it differs from its default
 #: (:func:`rule_options`), and two declarations of one coordinate must agree on every one
 #: (:func:`~airflow_metric_gate.declarations.collapse_duplicates`).
-RULE_OPTIONS: dict[str, Any] = {"min_failing_steps": 1, "band": "rel", "mad_k": None, "severity": "fail"}
+RULE_OPTIONS: dict[str, Any] = {"min_failing_steps": 1, "band": "rel", "mad_k": None, "night_mean_k": None,
+                                "severity": "fail"}
 
 #: The other fields of a declaration as it is stored with a run (:func:`declaration_summary`).
 SUMMARY_FIELDS: tuple[str, ...] = ("metric_key", "steps_key", "constraint_key", "constraint", "enforce",
@@ -49,6 +56,12 @@ def min_failing_steps(gate: Mapping[str, Any]) -> int:
 def mad_k(gate: Mapping[str, Any]) -> float | None:
     """Return a stored or serialized declaration's ``mad_k`` when it has ``band: mad``, else ``None``."""
     return float(gate.get("mad_k") or DEFAULT_MAD_K) if gate.get("band") == "mad" else None
+
+
+def night_mean_k(gate: Mapping[str, Any]) -> float | None:
+    """Return a stored or serialized declaration's ``night_mean_k`` (``None``: the whole-night rule is off)."""
+    k = gate.get("night_mean_k")
+    return None if k is None else float(k)
 
 
 def is_warning(gate: Mapping[str, Any]) -> bool:

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Collection, Mapping, Sequence
 
 from airflow_metric_gate.enums import ERROR, FAIL, STATUSES
-from airflow_metric_gate.evaluation import Result
+from airflow_metric_gate.evaluation import NIGHT_BOUND, Result
 
 VERDICT_SCHEMA = "airflow-metric-gate/verdict/v1"
 DEFAULT_MAX_RESULTS = 200
@@ -49,7 +49,8 @@ def band_distance(current: float, ref: float, lo: float, hi: float) -> float:
 class _Declaration:
     """What one declaration's results add up to, gathered in one pass."""
 
-    __slots__ = ("key", "counts", "first", "last", "above", "below", "worst", "worst_distance", "error", "failing")
+    __slots__ = ("key", "counts", "first", "last", "above", "below", "worst", "worst_distance", "error", "failing",
+                 "night")
 
     def __init__(self, key: DeclarationKey) -> None:
         self.key = key
@@ -60,10 +61,11 @@ class _Declaration:
         self.worst: Result | None = None
         self.worst_distance = 0.0
         self.error: str | None = None
+        self.night: dict | None = None  # the whole-night FAIL (opt-in night_mean_k), if any
 
     def entry(self, counts: Mapping[str, int]) -> dict:
         worst = self.worst
-        return {
+        out = {
             "metric_key": self.key[0], "steps_key": self.key[1], "constraint_key": self.key[2],
             "counts": {status: int(counts.get(status, 0)) for status in STATUSES},
             "first_failing_step": self.first, "last_failing_step": self.last,
@@ -75,6 +77,9 @@ class _Declaration:
             },
             "error": self.error,
         }
+        if self.night is not None:  # only a declaration whose whole night failed has it
+            out["night"] = self.night
+        return out
 
 
 def summarize(
@@ -105,7 +110,17 @@ def summarize(
         status = r.status
         if counting:
             d.counts[status] += 1
-        if status == FAIL:
+        if status == FAIL and r.bound == NIGHT_BOUND:  # a whole night's FAIL: no step, never the worst step
+            distance = min((abs(r.current) - r.hi) / max(r.hi, tiny), biggest)  # type: ignore[arg-type,operator]
+            distances[i] = distance
+            d.night = {"statistic": r.current, "night_mean_k": r.hi, "steps": r.n, "side": r.side,
+                       "distance": distance}
+            if r.side == "above":
+                d.above = True
+            else:
+                d.below = True
+            d.failing = True
+        elif status == FAIL:
             scale = abs(r.ref)  # type: ignore[arg-type]
             if scale < tiny:
                 scale = tiny
@@ -133,7 +148,9 @@ def summarize(
             d.failing = True
     found = {} if declaration_counts is None else declaration_counts
     entries = [d.entry(d.counts if counting else found.get(d.key, {})) for d in gathered.values() if d.failing]
-    entries.sort(key=lambda e: (e["worst"] is None, -e["worst"]["distance"] if e["worst"] is not None else 0.0))
+    # worst first: by the worst step's distance, then the declarations whose whole night alone failed, then ERRORs
+    entries.sort(key=lambda e: (0 if e["worst"] is not None else 1 if "night" in e else 2,
+                                -e["worst"]["distance"] if e["worst"] is not None else 0.0))
     return entries, distances
 
 

@@ -167,15 +167,23 @@ def _per_step(options: dict) -> dict[str, dict]:
     return {m: options for m in METRICS if GATE_DEFAULTS[m]["steps"] == "all"}
 
 
-#: The name of the best opt-in rule measured (see docs/accuracy.md for how it was chosen).
-BEST = "band: mad, mad_k: 6, min_failing_steps: 4"
+#: The robust per-step rule (see docs/accuracy.md for how it was chosen).
+ROBUST = "band: mad, mad_k: 6, min_failing_steps: 4"
+ROBUST_OPTIONS = {"band": "mad", "mad_k": 6.0, "min_failing_steps": 4}
+#: The metrics whose per-step noise hides a 30 % shift from any one step's band: the whole-night rule
+#: is switched on for them (on the others, night-to-night variation shared by every step makes the
+#: night statistic flag clean nights; see docs/accuracy.md).
+NOISY = ("train/ppo_kl", "train/train_rollout_kl")
+#: The name of the best opt-in rule measured: the robust rule, plus the whole-night rule on the noisy metrics.
+BEST = f"{ROBUST}; night_mean_k: 8 on the two KLs"
 #: The declarations compared, as metric -> options added to its default declaration: the defaults as
 #: they are, and the opt-in rules switched on.  The simulated nights are the same for every variant
 #: (same seed).
 VARIANTS: dict[str, dict[str, dict]] = {
     "defaults": {},
     "min_failing_steps: 3": dict.fromkeys(METRICS, {"min_failing_steps": 3}),
-    BEST: _per_step({"band": "mad", "mad_k": 6.0, "min_failing_steps": 4}),
+    ROBUST: _per_step(ROBUST_OPTIONS),
+    BEST: {m: {**o, "night_mean_k": 8.0} if m in NOISY else o for m, o in _per_step(ROBUST_OPTIONS).items()},
     "severity: warn on train/grad_norm": {"train/grad_norm": {"severity": "warn"}},
 }
 

@@ -90,6 +90,9 @@ class GateDeclaration:
         ``mad_k`` times their median absolute deviation).
     :param mad_k: the half-width of the ``mad`` band in MADs; set (default
         :data:`~airflow_metric_gate.schemas.declarations.DEFAULT_MAD_K`) only with ``band="mad"``.
+    :param night_mean_k: opt-in whole-night rule: the declaration's night also fails when the sum of
+        its steps' robust z, divided by the square root of their number, is beyond this (see
+        :func:`~airflow_metric_gate.evaluation.judge_night`); ``None`` (the default): off.
     :param severity: ``"fail"`` (the default) or ``"warn"``: a warn declaration's FAIL results are
         reported as warnings and never block; they still make the run untrusted.
     """
@@ -105,6 +108,7 @@ class GateDeclaration:
     min_failing_steps: int = 1
     band: str = "rel"
     mad_k: float | None = None
+    night_mean_k: float | None = None
     severity: str = "fail"
 
     def __post_init__(self) -> None:

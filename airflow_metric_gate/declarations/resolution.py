@@ -65,6 +65,7 @@ def _build(
         source = None
     options = {name: loaded[name] for name in RULE_OPTIONS}
     options["mad_k"] = (loaded["mad_k"] or DEFAULT_MAD_K) if loaded["band"] == "mad" else None
+    options["night_mean_k"] = None if loaded["night_mean_k"] is None else float(loaded["night_mean_k"])
     return GateDeclaration(
         metric_key=loaded["metric_key"],
         steps=steps,
@@ -98,6 +99,7 @@ def declare(
     min_failing_steps: int = 1,
     band: str = "rel",
     mad_k: float | None = None,
+    night_mean_k: float | None = None,
     severity: str = "fail",
 ) -> GateDeclaration:
     """Declare one gate in Python.
@@ -115,12 +117,14 @@ def declare(
     :param min_failing_steps: opt-in persistence rule (see :class:`GateDeclaration`).
     :param band: ``"rel"`` or the opt-in robust ``"mad"`` band (see :class:`GateDeclaration`).
     :param mad_k: the ``mad`` band's half-width in MADs (only with ``band="mad"``).
+    :param night_mean_k: opt-in whole-night rule's threshold (see :class:`GateDeclaration`).
     :param severity: ``"fail"`` or ``"warn"`` (see :class:`GateDeclaration`).
     :raises DeclarationError: the declaration is invalid.
     """
     item: dict[str, Any] = {"metric_key": metric_key}
     item.update(enforce=enforce, allowlist_reason=allowlist_reason)
-    given = {"min_failing_steps": min_failing_steps, "band": band, "mad_k": mad_k, "severity": severity}
+    given = {"min_failing_steps": min_failing_steps, "band": band, "mad_k": mad_k, "night_mean_k": night_mean_k,
+             "severity": severity}
     item.update({name: value for name, value in given.items() if value != RULE_OPTIONS[name]})  # as written
     if steps is not _OMITTED:
         item["steps"] = steps

@@ -125,6 +125,10 @@ def summary_text(entry: Mapping) -> str:
                 f"; worst at step {step}: {_num(worst['current'])} vs baseline {_num(worst['ref'])} "
                 f"(band {_num(worst['lo'])}..{_num(worst['hi'])}), {worst['distance'] * 100:.3g}% outside"
             )
+        night = entry.get("night")  # the whole night's FAIL (opt-in night_mean_k)
+        if night:
+            text += (f"; whole night {night['side']} its band: {_num(night['statistic'])} vs "
+                     f"-+{_num(night['night_mean_k'])} (night_mean_k, {night['steps']} steps)")
         parts.append(text)
     if counts.get(ERROR):
         parts.append(f"{counts[ERROR]} ERROR" + (f": {entry['error']}" if entry.get("error") else ""))

@@ -27,7 +27,7 @@ CONSTRAINT_KEYS: tuple[str, ...] = UP_KEYS + DOWN_KEYS
 #: The fields of a declaration.
 DECLARATION_FIELDS: tuple[str, ...] = (
     "metric_key", "steps", "constraint", "enforce", "allowlist_reason", "min_failing_steps", "band", "mad_k",
-    "severity",
+    "night_mean_k", "severity",
 )
 #: The values of ``band``: ``rel`` (the constraint's relative band with floors, the default) or ``mad``
 #: (the history's median with a half-width of ``mad_k`` x its median absolute deviation).
@@ -245,7 +245,7 @@ class DeclarationSchema(Schema):
     """One gate declaration, resolved against a defaults table.
 
     Loads to ``{"metric_key", "steps", "constraint", "enforce", "allowlist_reason", "min_failing_steps",
-    "band", "mad_k", "severity", "defaulted"}``
+    "band", "mad_k", "night_mean_k", "severity", "defaulted"}``
     where ``steps`` and ``constraint`` are the literals as written (or the defaults literal, a
     copy), and ``defaulted`` lists the fields the defaults table filled.  A field is filled only
     when *omitted*: a written value, ``None`` included, is validated as written.
@@ -270,6 +270,7 @@ class DeclarationSchema(Schema):
     min_failing_steps = PositiveIntField(load_default=1)
     band = ChoiceField(BANDS, load_default="rel")
     mad_k = PositiveNumberField(load_default=None)
+    night_mean_k = PositiveNumberField(load_default=None)
     severity = ChoiceField(SEVERITIES, load_default="fail")
 
     @validates_schema
@@ -343,6 +344,7 @@ class GateDeclarationSchema(Schema):
     min_failing_steps = PositiveIntField(load_default=1)
     band = ChoiceField(BANDS, load_default="rel")
     mad_k = PositiveNumberField(load_default=None)
+    night_mean_k = PositiveNumberField(load_default=None)
     severity = ChoiceField(SEVERITIES, load_default="fail")
     source = fields.String(allow_none=True, load_default=None)
 

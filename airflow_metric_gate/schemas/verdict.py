@@ -23,7 +23,8 @@ class ResultSchema(Schema):
     lo = fields.Float(required=True, allow_none=True)
     hi = fields.Float(required=True, allow_none=True)
     side = fields.String(required=True, allow_none=True, validate=validate.OneOf(["above", "below"]))
-    bound = fields.String(required=True, allow_none=True, validate=validate.OneOf(["rel", "abs_floor", "mad"]))
+    bound = fields.String(required=True, allow_none=True,
+                          validate=validate.OneOf(["rel", "abs_floor", "mad", "night_mean"]))
     reason = fields.String(required=True)
     allowlist_reason = fields.String(allow_none=True)
     severity = fields.String(validate=validate.OneOf(["warn"]))
@@ -52,6 +53,16 @@ class WorstSchema(Schema):
     distance = fields.Float(required=True, validate=validate.Range(min=0))
 
 
+class NightSchema(Schema):
+    """A declaration's whole-night FAIL (the opt-in ``night_mean_k``)."""
+
+    statistic = fields.Float(required=True)
+    night_mean_k = fields.Float(required=True)
+    steps = fields.Integer(required=True, validate=validate.Range(min=1))
+    side = fields.String(required=True, validate=validate.OneOf(["above", "below"]))
+    distance = fields.Float(required=True, validate=validate.Range(min=0))
+
+
 class SummarySchema(Schema):
     """One declaration with any FAIL or ERROR."""
 
@@ -64,6 +75,7 @@ class SummarySchema(Schema):
     side = fields.String(required=True, allow_none=True, validate=validate.OneOf(["above", "below", "both"]))
     worst = fields.Nested(WorstSchema, required=True, allow_none=True)
     error = fields.String(required=True, allow_none=True)
+    night = fields.Nested(NightSchema)
     severity = fields.String(validate=validate.OneOf(["warn"]))
 
 
