@@ -20,33 +20,16 @@ rebaseline marker.  Which runs count as trusted is the ``trust`` setting:
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
-from airflow_metric_gate.enums import ERROR, FAIL, STATUSES, RunStatus
-from airflow_metric_gate.evaluation import (
-    DEFAULT_HISTORY_LIMIT,
-    DEFAULT_MIN_HISTORY,
-    constraint_params,
-    describe,
-    error_result,
-    is_trusted,
-    judge,
-    judge_night,
-    night_result,
-    step_z,
-)
+from airflow_metric_gate.enums import ERROR, STATUSES, RunStatus
+from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
+from airflow_metric_gate.judging import judge_run
 from airflow_metric_gate.pipeline import check_evaluate_options
-from airflow_metric_gate.rules import (
-    declaration_summary,
-    mad_k,
-    min_failing_steps,
-    night_mean_k,
-    rule_options,
-    tolerate_isolated_failures,
-)
+from airflow_metric_gate.rules import declaration_summary, rule_options
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError
 
 TRUST_MODES = ("replayed", "stored")
@@ -57,13 +40,10 @@ __all__ = ["TRUST_MODES", "render_replay", "replay"]
 class _Gate:
     """One declaration being replayed and what it found."""
 
-    __slots__ = ("summary", "params", "mad_k", "night_k", "failed", "judged", "missing")
+    __slots__ = ("summary", "failed", "judged", "missing")
 
     def __init__(self, summary: dict) -> None:
         self.summary = summary
-        self.params = constraint_params(summary["constraint"])
-        self.mad_k = mad_k(summary)
-        self.night_k = night_mean_k(summary)  # the opt-in whole-night rule (None: off)
         self.failed: list[dict] = []
         self.judged = 0
         self.missing = 0
@@ -145,22 +125,19 @@ def replay(
     # (metric_key, steps_key) -> keys of the given declarations judged on those stored coordinates
     routes: dict[tuple[str, str], list[Any]] = {}
     if given:
-        for i, d in enumerate(declarations):
-            gates[i] = _Gate(declaration_summary(d))
-            routes.setdefault((d.metric_key, d.steps_key), []).append(i)
+        for d in declarations:
+            key = (d.metric_key, d.steps_key, d.constraint_key)  # one declaration per coordinate (collapsed above)
+            gates[key] = _Gate(declaration_summary(d))
+            routes.setdefault((d.metric_key, d.steps_key), []).append(key)
     stored_literals: dict[str, set[str]] = {}
     windows: dict[Any, tuple[deque, deque]] = {}  # coordinate -> (fed-run numbers, baseline values)
     fed = 0  # how many runs have fed baselines so far
     nights: list[dict] = []
     counts_total = {s: 0 for s in STATUSES}
 
-    def judge_run(run: RunRow, rows: list[tuple]) -> dict:
-        counts = {s: 0 for s in STATUSES}
+    def replay_run(run: RunRow, rows: list[tuple]) -> dict:
         present: dict[Any, bool] = {}
         feed: list[tuple[Any, float]] = []
-        failing: dict[Any, list] = {}
-        selected: Counter = Counter()
-        night_zs: dict[Any, list[float]] = {}  # the whole-night rule's robust z, per declaration
         cutoff = fed - history_limit
         if not given:
             for summary in run.declarations:
@@ -169,67 +146,61 @@ def replay(
                 if gate is None:
                     gate = gates[key] = _Gate(declaration_summary(summary))
                 else:
-                    gate.summary, gate.params = declaration_summary(summary), constraint_params(summary["constraint"])
-                    gate.mad_k = mad_k(summary)
-                    gate.night_k = night_mean_k(summary)
+                    gate.summary = declaration_summary(summary)
                 present[key] = False
-        block: tuple[str, str, str] | None = None  # the declaration of the rows being read
-        targets: list[tuple[Any, _Gate]] = []
-        for _, metric_key, steps_key, constraint_key, step, value, at_step in rows:
-            if block is None or block[2] != constraint_key or block[0] != metric_key or block[1] != steps_key:
-                # a new declaration's rows (they come together, in ordinal order): resolve it once
-                block = (metric_key, steps_key, constraint_key)
-                stored_literals.setdefault(metric_key, set()).add(steps_key)
-                keys = routes.get((metric_key, steps_key), ()) if given else (block,)
-                # a value without its declaration (not written by this package) is skipped
-                targets = [(gk, gates[gk]) for gk in keys if gk in gates]
-                for gk, _ in targets:
-                    present[gk] = True
-            for gk, gate in targets:
-                coord = (gk, step)
-                if given:
-                    if coord in feed_seen:
-                        continue  # the same metric and steps stored under another constraint: same values
-                    feed_seen.add(coord)
-                window = windows.get(coord)
-                if window is None:
-                    history: Any = ()
-                else:
-                    fed_at, history = window  # when each value was fed, and the values
-                    while fed_at and fed_at[0] <= cutoff:
-                        fed_at.popleft()
-                        history.popleft()
-                judged = judge(value, history, gate.params, min_history, aggregate, gate.mad_k)
-                status = judged[0]
-                counts[status] += 1
-                if gate.night_k is not None:
-                    z = step_z(value, history, judged)
-                    if z is not None:
-                        night_zs.setdefault(gk, []).append(z)
-                if status in (FAIL, ERROR):
-                    s = gate.summary
-                    result = describe(metric_key, s["steps_key"], s["constraint_key"], step, at_step, value,
-                                      len(history), judged, s["constraint"], min_history, aggregate, gate.mad_k)
-                    failing.setdefault(gk, []).append(result)
-                selected[gk] += 1
-                feed.append((coord, value))
+
+        def values() -> Iterator[tuple]:
+            block: tuple[str, str, str] | None = None  # the declaration of the rows being read
+            targets: Sequence[Any] = ()
+            for _, metric_key, steps_key, constraint_key, step, value, at_step in rows:
+                if block is None or block[2] != constraint_key or block[0] != metric_key or block[1] != steps_key:
+                    # a new declaration's rows (they come together, in ordinal order): resolve it once
+                    block = (metric_key, steps_key, constraint_key)
+                    stored_literals.setdefault(metric_key, set()).add(steps_key)
+                    keys = routes.get((metric_key, steps_key), ()) if given else (block,)
+                    # a value without its declaration (not written by this package) is skipped
+                    targets = [gk for gk in keys if gk in gates]
+                    for gk in targets:
+                        present[gk] = True
+                for gk in targets:
+                    coord = (gk, step)
+                    if given:
+                        if coord in feed_seen:
+                            continue  # the same metric and steps stored under another constraint: same values
+                        feed_seen.add(coord)
+                    window = windows.get(coord)
+                    if window is None:
+                        history: Any = ()
+                    else:
+                        fed_at, history = window  # when each value was fed, and the values
+                        while fed_at and fed_at[0] <= cutoff:
+                            fed_at.popleft()
+                            history.popleft()
+                    feed.append((coord, value))
+                    yield gk, step, at_step, value, 0, history
+
+        errors = []
         for e in run.selection_errors:
             stored_literals.setdefault(e["metric_key"], set()).add(e["steps_key"])
             if given:
                 targets = routes.get((e["metric_key"], e["steps_key"]), ())
             else:
                 targets = ((e["metric_key"], e["steps_key"], e["constraint_key"]),)
-            for gk in targets:
-                if present.get(gk) is True:
-                    continue
-                if gk not in gates:
+            errors.extend((gk, 0, e["message"]) for gk in targets)
+        judged_errors: list[tuple] = []
+
+        def unjudged_errors() -> Iterator[tuple]:
+            # a declaration judged on values of this night (under another constraint) has no selection error
+            for gk, order, message in errors:
+                if present.get(gk) is True or gk not in gates:
                     continue
                 present[gk] = True
-                s = gates[gk].summary
-                counts[ERROR] += 1
-                failing.setdefault(gk, []).append(
-                    error_result(e["metric_key"], s["steps_key"], s["constraint_key"], e["message"])
-                )
+                judged_errors.append(gk)
+                yield gk, order, message
+
+        # every value and error is read in order: results sort stably (all order 0), per declaration
+        judgement = judge_run(values(), {gk: g.summary for gk, g in gates.items()}, unjudged_errors(),
+                              min_history=min_history, aggregate=aggregate)
         night = {
             "run_id": run.run_id, "logical_date": run.logical_date.isoformat(), "role": run.role,
             "stored_status": run.status,
@@ -241,29 +212,17 @@ def replay(
             for gk, gate in gates.items():
                 if gk not in present:
                     gate.missing += 1
+        failing: dict[Any, list] = {}
+        for _, result, gate in judgement.results:
+            failing.setdefault((gate["metric_key"], gate["steps_key"], gate["constraint_key"]), []).append(result)
         for gk, results in failing.items():
-            s = gates[gk].summary
-            if min_failing_steps(s) != 1:  # the opt-in persistence rule, as in evaluation
-                key = (s["metric_key"], s["steps_key"], s["constraint_key"])
-                items = tolerate_isolated_failures([(None, r, s) for r in results], counts,
-                                                   Counter({key: selected[gk]}), keep_tolerated=False)
-                failing[gk] = [r for _, r, _ in items]
-        for gk, zs in night_zs.items():  # after persistence, as in evaluation
-            s = gates[gk].summary
-            judged_night = judge_night(zs, gates[gk].night_k)  # type: ignore[arg-type]
-            if judged_night is not None and judged_night[0] == FAIL:
-                counts[FAIL] += 1
-                failing.setdefault(gk, []).append(night_result(
-                    s["metric_key"], s["steps_key"], s["constraint_key"], zs, judged_night, gates[gk].night_k))  # type: ignore[arg-type]
-        for gk, results in failing.items():
-            if results:
-                gates[gk].failed.append({**night, "results": [r.to_dict() for r in results]})
-        trusted = is_trusted(counts)
-        night.update(replayed_status="trusted" if trusted else "untrusted",
+            gates[gk].failed.append({**night, "results": [r.to_dict() for r in results]})
+        counts = judgement.counts
+        night.update(replayed_status="trusted" if judgement.trusted else "untrusted",
                      counts={s: c for s, c in counts.items() if c})
         for s, c in counts.items():
             counts_total[s] += c
-        return {"night": night, "feed": feed, "trusted": trusted}
+        return {"night": night, "feed": feed, "trusted": judgement.trusted}
 
     group: list[tuple[RunRow, list[tuple]]] = []
 
@@ -274,7 +233,7 @@ def replay(
         judged = []
         for run, rows in group:
             feed_seen.clear()
-            judged.append((run, judge_run(run, rows)))
+            judged.append((run, replay_run(run, rows)))
         for run, j in judged:
             nights.append(j["night"])
             trusted = j["trusted"] if trust == "replayed" else run.status == RunStatus.TRUSTED
