@@ -83,8 +83,11 @@ def judge_run(
     night_zs: dict[Key, list[float]] = {}  # the whole-night rule's robust z of each step, per declaration
     night_at: dict[Key, int] = {}  # where a declaration's whole-night result sorts: after its last value
     ordered: list[tuple[int, Result, Mapping[str, Any]]] = []
+    last_key = None
     for key, step, at_step, value, order, baseline in values:
-        params, band_k, night_k, gate_counts = rules[key]
+        if key is not last_key:  # a declaration's values usually come together: look it up once for them
+            params, band_k, night_k, gate_counts = rules[key]
+            last_key = key
         judged = judge(value, baseline, params, min_history, aggregate, band_k)
         status = judged[0]
         counts[status] += 1

@@ -130,14 +130,15 @@ def replay(
             gates[key] = _Gate(declaration_summary(d))
             routes.setdefault((d.metric_key, d.steps_key), []).append(key)
     stored_literals: dict[str, set[str]] = {}
-    windows: dict[Any, tuple[deque, deque]] = {}  # coordinate -> (fed-run numbers, baseline values)
+    # declaration -> step -> (fed-run numbers, baseline values): each coordinate's rolling window
+    windows: dict[Any, dict[int, tuple[deque, deque]]] = {}
     fed = 0  # how many runs have fed baselines so far
     nights: list[dict] = []
     counts_total = {s: 0 for s in STATUSES}
 
     def replay_run(run: RunRow, rows: list[tuple]) -> dict:
         present: dict[Any, bool] = {}
-        feed: list[tuple[Any, float]] = []
+        feed: list[tuple[tuple[deque, deque], float]] = []  # (window, value): what the run feeds if trusted
         cutoff = fed - history_limit
         if not given:
             for summary in run.declarations:
@@ -159,24 +160,23 @@ def replay(
                     stored_literals.setdefault(metric_key, set()).add(steps_key)
                     keys = routes.get((metric_key, steps_key), ()) if given else (block,)
                     # a value without its declaration (not written by this package) is skipped
-                    targets = [gk for gk in keys if gk in gates]
-                    for gk in targets:
+                    targets = [(gk, windows.setdefault(gk, {})) for gk in keys if gk in gates]
+                    for gk, _ in targets:
                         present[gk] = True
-                for gk in targets:
-                    coord = (gk, step)
+                for gk, gate_windows in targets:
                     if given:
+                        coord = (gk, step)
                         if coord in feed_seen:
                             continue  # the same metric and steps stored under another constraint: same values
                         feed_seen.add(coord)
-                    window = windows.get(coord)
+                    window = gate_windows.get(step)
                     if window is None:
-                        history: Any = ()
-                    else:
-                        fed_at, history = window  # when each value was fed, and the values
-                        while fed_at and fed_at[0] <= cutoff:
-                            fed_at.popleft()
-                            history.popleft()
-                    feed.append((coord, value))
+                        window = gate_windows[step] = (deque(maxlen=history_limit), deque(maxlen=history_limit))
+                    fed_at, history = window  # when each value was fed, and the values
+                    while fed_at and fed_at[0] <= cutoff:  # fed before the last history_limit fed runs
+                        fed_at.popleft()
+                        history.popleft()
+                    feed.append((window, value))
                     yield gk, step, at_step, value, 0, history
 
         errors = []
@@ -240,12 +240,9 @@ def replay(
             if run.role != "baseline" or not trusted:
                 continue
             fed += 1
-            for coord, value in j["feed"]:
-                window = windows.get(coord)
-                if window is None:
-                    window = windows[coord] = (deque(maxlen=history_limit), deque(maxlen=history_limit))
-                window[0].append(fed)
-                window[1].append(value)
+            for (fed_at, history), value in j["feed"]:
+                fed_at.append(fed)
+                history.append(value)
         group.clear()
 
     feed_seen: set = set()
