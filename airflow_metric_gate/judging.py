@@ -90,8 +90,7 @@ def judge_run(
             last_key = key
         judged = judge(value, baseline, params, min_history, aggregate, band_k)
         status = judged[0]
-        counts[status] += 1
-        gate_counts[status] += 1
+        gate_counts[status] += 1  # the run's counts are their sums, taken below
         if night_k is not None:
             night_at[key] = order
             z = step_z(value, baseline, judged)
@@ -102,6 +101,9 @@ def judge_run(
             result = describe(key[0], key[1], key[2], step, at_step, value, len(baseline), judged,
                               gate["constraint"], min_history, aggregate, band_k)
             ordered.append((order, result, gate))
+    for gate_counts in per_gate.values():
+        for status, n in gate_counts.items():
+            counts[status] += n
     if applies_persistence(declarations.values()):  # the opt-in rule min_failing_steps
         selected = Counter({key: sum(c.values()) for key, c in per_gate.items()})
         ordered = tolerate_isolated_failures(ordered, counts, selected, keep_tolerated=all_results,

@@ -21,7 +21,7 @@ rebaseline marker.  Which runs count as trusted is the ``trust`` setting:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
@@ -53,18 +53,6 @@ class _Gate:
         out.update(nights_judged=self.judged, nights_not_stored=self.missing,
                    nights_failed=len(self.failed), failed=self.failed)
         return out
-
-
-def _by_run(rows: Iterable[tuple], runs: Sequence[RunRow]) -> Iterator[tuple[RunRow, list[tuple]]]:
-    """Pair each run with its rows; ``rows`` come in the runs' order."""
-    it = iter(rows)
-    pending = next(it, None)
-    for run in runs:
-        mine = []
-        while pending is not None and pending[0] == run.run_id:
-            mine.append(pending)
-            pending = next(it, None)
-        yield run, mine
 
 
 def replay(
@@ -136,7 +124,7 @@ def replay(
     nights: list[dict] = []
     counts_total = {s: 0 for s in STATUSES}
 
-    def replay_run(run: RunRow, rows: list[tuple]) -> dict:
+    def replay_run(run: RunRow) -> dict:
         present: dict[Any, bool] = {}
         feed: list[tuple[tuple[deque, deque], float]] = []  # (window, value): what the run feeds if trusted
         cutoff = fed - history_limit
@@ -151,9 +139,12 @@ def replay(
                 present[key] = False
 
         def values() -> Iterator[tuple]:
+            nonlocal pending
             block: tuple[str, str, str] | None = None  # the declaration of the rows being read
             targets: Sequence[Any] = ()
-            for _, metric_key, steps_key, constraint_key, step, value, at_step in rows:
+            row, run_id = pending, run.run_id
+            while row is not None and row[0] == run_id:  # this run's rows, straight from the ordered pass
+                _, metric_key, steps_key, constraint_key, step, value, at_step = row
                 if block is None or block[2] != constraint_key or block[0] != metric_key or block[1] != steps_key:
                     # a new declaration's rows (they come together, in ordinal order): resolve it once
                     block = (metric_key, steps_key, constraint_key)
@@ -178,6 +169,8 @@ def replay(
                         history.popleft()
                     feed.append((window, value))
                     yield gk, step, at_step, value, 0, history
+                row = next(stream, None)
+            pending = row
 
         errors = []
         for e in run.selection_errors:
@@ -224,16 +217,15 @@ def replay(
             counts_total[s] += c
         return {"night": night, "feed": feed, "trusted": judgement.trusted}
 
-    group: list[tuple[RunRow, list[tuple]]] = []
-
-    def close_group() -> None:
+    def replay_group(group: Sequence[RunRow]) -> None:
+        """Judge the runs of one logical date (they do not see each other), then feed baselines."""
         nonlocal fed
-        if any(run.rebaseline for run, _ in group):
+        if any(run.rebaseline for run in group):
             windows.clear()
         judged = []
-        for run, rows in group:
+        for run in group:
             feed_seen.clear()
-            judged.append((run, replay_run(run, rows)))
+            judged.append((run, replay_run(run)))
         for run, j in judged:
             nights.append(j["night"])
             trusted = j["trusted"] if trust == "replayed" else run.status == RunStatus.TRUSTED
@@ -243,14 +235,16 @@ def replay(
             for (fed_at, history), value in j["feed"]:
                 fed_at.append(fed)
                 history.append(value)
-        group.clear()
 
     feed_seen: set = set()
-    for run, rows in _by_run(store.iter_series_values(series, backend, suite), runs):
-        if group and group[0][0].logical_date != run.logical_date:
-            close_group()
-        group.append((run, rows))
-    close_group()
+    # every value of the series in one ordered pass (the runs' order, then ordinal), read as it is judged
+    stream = iter(store.iter_series_values(series, backend, suite))
+    pending = next(stream, None)  # the first row not judged yet
+    start = 0
+    for i in range(1, len(runs) + 1):
+        if i == len(runs) or runs[i].logical_date != runs[start].logical_date:
+            replay_group(runs[start:i])
+            start = i
 
     not_replayable = []
     for gk, gate in list(gates.items()):
