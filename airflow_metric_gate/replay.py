@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
@@ -101,7 +102,9 @@ def replay(
         declarations, warnings = collapse_duplicates(declarations)
     if trust not in TRUST_MODES:
         raise StoreInputError(f"trust must be one of {', '.join(TRUST_MODES)}, got {trust!r}")
-    runs = store.series_runs_in_order(series, backend, suite)
+    runs_and_blocks = store.series_runs_and_blocks(series, backend, suite)
+    runs = [run for run, _ in runs_and_blocks]
+    blocks_of = {run.run_id: blocks for run, blocks in runs_and_blocks}
     if not runs:
         raise StoreInputError(
             f"the metric store has no run of series {series!r} (backend {backend!r}, suite {suite!r}); "
@@ -139,38 +142,35 @@ def replay(
                 present[key] = False
 
         def values() -> Iterator[tuple]:
-            nonlocal pending
-            block: tuple[str, str, str] | None = None  # the declaration of the rows being read
-            targets: Sequence[Any] = ()
-            row, run_id = pending, run.run_id
-            while row is not None and row[0] == run_id:  # this run's rows, straight from the ordered pass
-                _, metric_key, steps_key, constraint_key, step, value, at_step = row
-                if block is None or block[2] != constraint_key or block[0] != metric_key or block[1] != steps_key:
-                    # a new declaration's rows (they come together, in ordinal order): resolve it once
-                    block = (metric_key, steps_key, constraint_key)
-                    stored_literals.setdefault(metric_key, set()).add(steps_key)
-                    keys = routes.get((metric_key, steps_key), ()) if given else (block,)
-                    # a value without its declaration (not written by this package) is skipped
-                    targets = [(gk, windows.setdefault(gk, {})) for gk in keys if gk in gates]
-                    for gk, _ in targets:
-                        present[gk] = True
-                for gk, gate_windows in targets:
-                    if given:
-                        coord = (gk, step)
-                        if coord in feed_seen:
-                            continue  # the same metric and steps stored under another constraint: same values
-                        feed_seen.add(coord)
-                    window = gate_windows.get(step)
-                    if window is None:
-                        window = gate_windows[step] = (deque(maxlen=history_limit), deque(maxlen=history_limit))
-                    fed_at, history = window  # when each value was fed, and the values
-                    while fed_at and fed_at[0] <= cutoff:  # fed before the last history_limit fed runs
-                        fed_at.popleft()
-                        history.popleft()
-                    feed.append((window, value))
-                    yield gk, step, at_step, value, 0, history
-                row = next(stream, None)
-            pending = row
+            for metric_key, steps_key, constraint_key, n in blocks_of[run.run_id]:
+                # one declaration's values (consecutive, in ordinal order): resolve it once
+                points = islice(stream, n)
+                block = (metric_key, steps_key, constraint_key)
+                stored_literals.setdefault(metric_key, set()).add(steps_key)
+                keys = routes.get((metric_key, steps_key), ()) if given else (block,)
+                # a value without its declaration (not written by this package) is skipped
+                targets = [(gk, windows.setdefault(gk, {})) for gk in keys if gk in gates]
+                if not targets:
+                    deque(points, maxlen=0)  # read past them
+                    continue
+                for gk, _ in targets:
+                    present[gk] = True
+                for step, value, at_step in points:
+                    for gk, gate_windows in targets:
+                        if given:
+                            coord = (gk, step)
+                            if coord in feed_seen:
+                                continue  # the same metric and steps stored under another constraint: same values
+                            feed_seen.add(coord)
+                        window = gate_windows.get(step)
+                        if window is None:
+                            window = gate_windows[step] = (deque(maxlen=history_limit), deque(maxlen=history_limit))
+                        fed_at, history = window  # when each value was fed, and the values
+                        while fed_at and fed_at[0] <= cutoff:  # fed before the last history_limit fed runs
+                            fed_at.popleft()
+                            history.popleft()
+                        feed.append((window, value))
+                        yield gk, step, at_step, value, 0, history
 
         errors = []
         for e in run.selection_errors:
@@ -237,14 +237,15 @@ def replay(
                 history.append(value)
 
     feed_seen: set = set()
-    # every value of the series in one ordered pass (the runs' order, then ordinal), read as it is judged
-    stream = iter(store.iter_series_values(series, backend, suite))
-    pending = next(stream, None)  # the first row not judged yet
+    # every value of the series in one ordered pass (the runs' order, then ordinal), read as it is judged;
+    # the runs' blocks say whose values they are
+    stream = iter(store.iter_series_points(series, backend, suite))
     start = 0
     for i in range(1, len(runs) + 1):
         if i == len(runs) or runs[i].logical_date != runs[start].logical_date:
             replay_group(runs[start:i])
             start = i
+    deque(stream, maxlen=0)  # ends the ordered pass (and its read transaction)
 
     not_replayable = []
     for gk, gate in list(gates.items()):
