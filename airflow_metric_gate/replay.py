@@ -1,9 +1,10 @@
 """Replay: re-judge the stored nights of a series identity with other declarations or settings.
 
 Nothing is written.  The store is read with two statements whatever the number of nights or
-coordinates (the runs of the series identity, then all their values in one ordered pass); each
-coordinate keeps a rolling window of its baseline values in memory, and every value is judged by
-the same rule functions as :func:`airflow_metric_gate.pipeline.evaluate`.
+coordinates (the runs of the series identity with the blocks of their values, then all their
+values in one ordered pass); each coordinate keeps a rolling window of its baseline values in
+memory, and each night is judged by the function :func:`airflow_metric_gate.pipeline.evaluate`
+judges a run with (:func:`airflow_metric_gate.judging.judge_run`).
 
 The baseline of a night under replay follows the store's rule (SPEC 6): the values of the
 ``history_limit`` most recent earlier ``baseline`` runs that are trusted, not before the latest
