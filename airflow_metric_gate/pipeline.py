@@ -11,27 +11,18 @@ import hashlib
 import json
 import time
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from airflow_metric_gate.declarations import GateDeclaration
-from airflow_metric_gate.enums import ERROR, FAIL, STATUSES, Aggregate, RunStatus
+from airflow_metric_gate.enums import ERROR, FAIL, Aggregate, RunStatus
 from airflow_metric_gate.evaluation import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_MIN_HISTORY,
-    Result,
-    constraint_params,
-    describe,
-    error_result,
-    is_trusted,
-    judge,
-    judge_night,
-    night_result,
-    step_z,
 )
+from airflow_metric_gate.judging import judge_run
 from airflow_metric_gate.limits import (
     MAX_CONSTRAINT_KEY_BYTES,
     MAX_METRIC_KEY_BYTES,
@@ -44,7 +35,7 @@ from airflow_metric_gate.limits import (
     step_problem,
 )
 from airflow_metric_gate.records import Record, read_record
-from airflow_metric_gate.rules import applies_persistence, is_warning, mad_k, night_mean_k, tolerate_isolated_failures
+from airflow_metric_gate.rules import is_warning
 from airflow_metric_gate.selection import LAST_STEP, Selection, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
 from airflow_metric_gate.store.rows import PROVENANCE_COLUMNS, WindowRun
@@ -381,54 +372,19 @@ def evaluate(
         enforce = False if record else bool(run.provenance.get("enforce", False))
     current, history = store.run_values_and_baselines(run_id, history_limit)
     gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
-
-    counts = {status: 0 for status in STATUSES}
-    per_gate = {key: {status: 0 for status in STATUSES} for key in gates}  # for the verdict's summary
-    params = {key: constraint_params(gate["constraint"]) for key, gate in gates.items()}
-    mad_ks = {key: mad_k(gate) for key, gate in gates.items()}  # the opt-in band: mad (None: off)
-    night_ks = {key: night_mean_k(gate) for key, gate in gates.items()}  # the opt-in whole-night rule
-    night_zs: dict[tuple[str, str, str], list[float]] = {}  # its steps' robust z, per declaration
-    night_at: dict[tuple[str, str, str], int] = {}  # its last ordinal (where its night result sorts)
-    ordered: list[tuple[int, Result, dict]] = []  # the results the verdict lists, with their gates
     no_values: list[float] = []
-    for v in current:
-        key = (v.metric_key, v.steps_key, v.constraint_key)
-        values = history.get(v.ordinal, no_values)
-        judged = judge(v.value, values, params[key], min_history, aggregate, mad_ks[key])
-        status = judged[0]
-        counts[status] += 1
-        per_gate[key][status] += 1
-        if night_ks[key] is not None:
-            night_at[key] = v.ordinal  # the declaration's last coordinate: its night result sorts after it
-            z = step_z(v.value, values, judged)
-            if z is not None:
-                night_zs.setdefault(key, []).append(z)
-        if status in (FAIL, ERROR) or all_results:
-            gate = gates[key]
-            result = describe(v.metric_key, v.steps_key, v.constraint_key, v.step, v.at_step, v.value, len(values),
-                              judged, gate["constraint"], min_history, aggregate, mad_ks[key])
-            ordered.append((v.ordinal, result, gate))
-    if applies_persistence(run.declarations):  # the opt-in rule min_failing_steps
-        selected = Counter((v.metric_key, v.steps_key, v.constraint_key) for v in current)
-        ordered = tolerate_isolated_failures(ordered, counts, selected, keep_tolerated=all_results,
-                                             per_declaration=per_gate)
-    for key, zs in night_zs.items():  # after persistence: a whole night's FAIL is never tolerated
-        night = judge_night(zs, night_ks[key])  # type: ignore[arg-type]
-        if night is not None and night[0] == FAIL:  # only a failing night adds a result
-            counts[FAIL] += 1
-            per_gate[key][FAIL] += 1
-            ordered.append((night_at[key], night_result(*key, zs, night, night_ks[key]), gates[key]))  # type: ignore[arg-type]
-    for e in run.selection_errors:
-        key = (e["metric_key"], e["steps_key"], e["constraint_key"])
-        gate = gates[key]
-        result = error_result(e["metric_key"], e["steps_key"], e["constraint_key"], e["message"])
-        counts[ERROR] += 1
-        per_gate[key][ERROR] += 1
-        ordered.append((e["ordinal"], result, gate))
-    ordered.sort(key=lambda item: item[0])
+    judgement = judge_run(
+        (((v.metric_key, v.steps_key, v.constraint_key), v.step, v.at_step, v.value, v.ordinal,
+          history.get(v.ordinal, no_values)) for v in current),
+        gates,
+        (((e["metric_key"], e["steps_key"], e["constraint_key"]), e["ordinal"], e["message"])
+         for e in run.selection_errors),
+        min_history=min_history, aggregate=aggregate, all_results=all_results,
+    )
+    ordered, counts, per_gate = judgement.results, judgement.counts, judgement.per_declaration
     results = [r for _, r, _ in ordered]
 
-    trusted = is_trusted(counts)
+    trusted = judgement.trusted
     blocking = sum(
         1
         for _, r, gate in ordered

@@ -1,9 +1,10 @@
 """Replay: re-judge the stored nights of a series identity with other declarations or settings.
 
 Nothing is written.  The store is read with two statements whatever the number of nights or
-coordinates (the runs of the series identity, then all their values in one ordered pass); each
-coordinate keeps a rolling window of its baseline values in memory, and every value is judged by
-the same rule functions as :func:`airflow_metric_gate.pipeline.evaluate`.
+coordinates (the runs of the series identity with the blocks of their values, then all their
+values in one ordered pass); each coordinate keeps a rolling window of its baseline values in
+memory, and each night is judged by the function :func:`airflow_metric_gate.pipeline.evaluate`
+judges a run with (:func:`airflow_metric_gate.judging.judge_run`).
 
 The baseline of a night under replay follows the store's rule (SPEC 6): the values of the
 ``history_limit`` most recent earlier ``baseline`` runs that are trusted, not before the latest
@@ -20,33 +21,17 @@ rebaseline marker.  Which runs count as trusted is the ``trust`` setting:
 
 from __future__ import annotations
 
-from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
-from airflow_metric_gate.enums import ERROR, FAIL, STATUSES, RunStatus
-from airflow_metric_gate.evaluation import (
-    DEFAULT_HISTORY_LIMIT,
-    DEFAULT_MIN_HISTORY,
-    constraint_params,
-    describe,
-    error_result,
-    is_trusted,
-    judge,
-    judge_night,
-    night_result,
-    step_z,
-)
+from airflow_metric_gate.enums import ERROR, STATUSES, RunStatus
+from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
+from airflow_metric_gate.judging import judge_run
 from airflow_metric_gate.pipeline import check_evaluate_options
-from airflow_metric_gate.rules import (
-    declaration_summary,
-    mad_k,
-    min_failing_steps,
-    night_mean_k,
-    rule_options,
-    tolerate_isolated_failures,
-)
+from airflow_metric_gate.rules import declaration_summary, rule_options
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError
 
 TRUST_MODES = ("replayed", "stored")
@@ -57,13 +42,10 @@ __all__ = ["TRUST_MODES", "render_replay", "replay"]
 class _Gate:
     """One declaration being replayed and what it found."""
 
-    __slots__ = ("summary", "params", "mad_k", "night_k", "failed", "judged", "missing")
+    __slots__ = ("summary", "failed", "judged", "missing")
 
     def __init__(self, summary: dict) -> None:
         self.summary = summary
-        self.params = constraint_params(summary["constraint"])
-        self.mad_k = mad_k(summary)
-        self.night_k = night_mean_k(summary)  # the opt-in whole-night rule (None: off)
         self.failed: list[dict] = []
         self.judged = 0
         self.missing = 0
@@ -73,18 +55,6 @@ class _Gate:
         out.update(nights_judged=self.judged, nights_not_stored=self.missing,
                    nights_failed=len(self.failed), failed=self.failed)
         return out
-
-
-def _by_run(rows: Iterable[tuple], runs: Sequence[RunRow]) -> Iterator[tuple[RunRow, list[tuple]]]:
-    """Pair each run with its rows; ``rows`` come in the runs' order."""
-    it = iter(rows)
-    pending = next(it, None)
-    for run in runs:
-        mine = []
-        while pending is not None and pending[0] == run.run_id:
-            mine.append(pending)
-            pending = next(it, None)
-        yield run, mine
 
 
 def replay(
@@ -133,7 +103,9 @@ def replay(
         declarations, warnings = collapse_duplicates(declarations)
     if trust not in TRUST_MODES:
         raise StoreInputError(f"trust must be one of {', '.join(TRUST_MODES)}, got {trust!r}")
-    runs = store.series_runs_in_order(series, backend, suite)
+    runs_and_blocks = store.series_runs_and_blocks(series, backend, suite)
+    runs = [run for run, _ in runs_and_blocks]
+    blocks_of = {run.run_id: blocks for run, blocks in runs_and_blocks}
     if not runs:
         raise StoreInputError(
             f"the metric store has no run of series {series!r} (backend {backend!r}, suite {suite!r}); "
@@ -145,22 +117,20 @@ def replay(
     # (metric_key, steps_key) -> keys of the given declarations judged on those stored coordinates
     routes: dict[tuple[str, str], list[Any]] = {}
     if given:
-        for i, d in enumerate(declarations):
-            gates[i] = _Gate(declaration_summary(d))
-            routes.setdefault((d.metric_key, d.steps_key), []).append(i)
+        for d in declarations:
+            key = (d.metric_key, d.steps_key, d.constraint_key)  # one declaration per coordinate (collapsed above)
+            gates[key] = _Gate(declaration_summary(d))
+            routes.setdefault((d.metric_key, d.steps_key), []).append(key)
     stored_literals: dict[str, set[str]] = {}
-    windows: dict[Any, tuple[deque, deque]] = {}  # coordinate -> (fed-run numbers, baseline values)
+    # declaration -> step -> (fed-run numbers, baseline values): each coordinate's rolling window
+    windows: dict[Any, dict[int, tuple[deque, deque]]] = {}
     fed = 0  # how many runs have fed baselines so far
     nights: list[dict] = []
     counts_total = {s: 0 for s in STATUSES}
 
-    def judge_run(run: RunRow, rows: list[tuple]) -> dict:
-        counts = {s: 0 for s in STATUSES}
+    def replay_run(run: RunRow) -> dict:
         present: dict[Any, bool] = {}
-        feed: list[tuple[Any, float]] = []
-        failing: dict[Any, list] = {}
-        selected: Counter = Counter()
-        night_zs: dict[Any, list[float]] = {}  # the whole-night rule's robust z, per declaration
+        feed: list[tuple[tuple[deque, deque], float]] = []  # (window, value): what the run feeds if trusted
         cutoff = fed - history_limit
         if not given:
             for summary in run.declarations:
@@ -169,67 +139,62 @@ def replay(
                 if gate is None:
                     gate = gates[key] = _Gate(declaration_summary(summary))
                 else:
-                    gate.summary, gate.params = declaration_summary(summary), constraint_params(summary["constraint"])
-                    gate.mad_k = mad_k(summary)
-                    gate.night_k = night_mean_k(summary)
+                    gate.summary = declaration_summary(summary)
                 present[key] = False
-        block: tuple[str, str, str] | None = None  # the declaration of the rows being read
-        targets: list[tuple[Any, _Gate]] = []
-        for _, metric_key, steps_key, constraint_key, step, value, at_step in rows:
-            if block is None or block[2] != constraint_key or block[0] != metric_key or block[1] != steps_key:
-                # a new declaration's rows (they come together, in ordinal order): resolve it once
+
+        def values() -> Iterator[tuple]:
+            for metric_key, steps_key, constraint_key, n in blocks_of[run.run_id]:
+                # one declaration's values (consecutive, in ordinal order): resolve it once
+                points = islice(stream, n)
                 block = (metric_key, steps_key, constraint_key)
                 stored_literals.setdefault(metric_key, set()).add(steps_key)
                 keys = routes.get((metric_key, steps_key), ()) if given else (block,)
                 # a value without its declaration (not written by this package) is skipped
-                targets = [(gk, gates[gk]) for gk in keys if gk in gates]
+                targets = [(gk, windows.setdefault(gk, {})) for gk in keys if gk in gates]
+                if not targets:
+                    deque(points, maxlen=0)  # read past them
+                    continue
                 for gk, _ in targets:
                     present[gk] = True
-            for gk, gate in targets:
-                coord = (gk, step)
-                if given:
-                    if coord in feed_seen:
-                        continue  # the same metric and steps stored under another constraint: same values
-                    feed_seen.add(coord)
-                window = windows.get(coord)
-                if window is None:
-                    history: Any = ()
-                else:
-                    fed_at, history = window  # when each value was fed, and the values
-                    while fed_at and fed_at[0] <= cutoff:
-                        fed_at.popleft()
-                        history.popleft()
-                judged = judge(value, history, gate.params, min_history, aggregate, gate.mad_k)
-                status = judged[0]
-                counts[status] += 1
-                if gate.night_k is not None:
-                    z = step_z(value, history, judged)
-                    if z is not None:
-                        night_zs.setdefault(gk, []).append(z)
-                if status in (FAIL, ERROR):
-                    s = gate.summary
-                    result = describe(metric_key, s["steps_key"], s["constraint_key"], step, at_step, value,
-                                      len(history), judged, s["constraint"], min_history, aggregate, gate.mad_k)
-                    failing.setdefault(gk, []).append(result)
-                selected[gk] += 1
-                feed.append((coord, value))
+                for step, value, at_step in points:
+                    for gk, gate_windows in targets:
+                        if given:
+                            coord = (gk, step)
+                            if coord in feed_seen:
+                                continue  # the same metric and steps stored under another constraint: same values
+                            feed_seen.add(coord)
+                        window = gate_windows.get(step)
+                        if window is None:
+                            window = gate_windows[step] = (deque(maxlen=history_limit), deque(maxlen=history_limit))
+                        fed_at, history = window  # when each value was fed, and the values
+                        while fed_at and fed_at[0] <= cutoff:  # fed before the last history_limit fed runs
+                            fed_at.popleft()
+                            history.popleft()
+                        feed.append((window, value))
+                        yield gk, step, at_step, value, 0, history
+
+        errors = []
         for e in run.selection_errors:
             stored_literals.setdefault(e["metric_key"], set()).add(e["steps_key"])
             if given:
                 targets = routes.get((e["metric_key"], e["steps_key"]), ())
             else:
                 targets = ((e["metric_key"], e["steps_key"], e["constraint_key"]),)
-            for gk in targets:
-                if present.get(gk) is True:
-                    continue
-                if gk not in gates:
+            errors.extend((gk, 0, e["message"]) for gk in targets)
+        judged_errors: list[tuple] = []
+
+        def unjudged_errors() -> Iterator[tuple]:
+            # a declaration judged on values of this night (under another constraint) has no selection error
+            for gk, order, message in errors:
+                if present.get(gk) is True or gk not in gates:
                     continue
                 present[gk] = True
-                s = gates[gk].summary
-                counts[ERROR] += 1
-                failing.setdefault(gk, []).append(
-                    error_result(e["metric_key"], s["steps_key"], s["constraint_key"], e["message"])
-                )
+                judged_errors.append(gk)
+                yield gk, order, message
+
+        # every value and error is read in order: results sort stably (all order 0), per declaration
+        judgement = judge_run(values(), {gk: g.summary for gk, g in gates.items()}, unjudged_errors(),
+                              min_history=min_history, aggregate=aggregate)
         night = {
             "run_id": run.run_id, "logical_date": run.logical_date.isoformat(), "role": run.role,
             "stored_status": run.status,
@@ -241,60 +206,47 @@ def replay(
             for gk, gate in gates.items():
                 if gk not in present:
                     gate.missing += 1
+        failing: dict[Any, list] = {}
+        for _, result, gate in judgement.results:
+            failing.setdefault((gate["metric_key"], gate["steps_key"], gate["constraint_key"]), []).append(result)
         for gk, results in failing.items():
-            s = gates[gk].summary
-            if min_failing_steps(s) != 1:  # the opt-in persistence rule, as in evaluation
-                key = (s["metric_key"], s["steps_key"], s["constraint_key"])
-                items = tolerate_isolated_failures([(None, r, s) for r in results], counts,
-                                                   Counter({key: selected[gk]}), keep_tolerated=False)
-                failing[gk] = [r for _, r, _ in items]
-        for gk, zs in night_zs.items():  # after persistence, as in evaluation
-            s = gates[gk].summary
-            judged_night = judge_night(zs, gates[gk].night_k)  # type: ignore[arg-type]
-            if judged_night is not None and judged_night[0] == FAIL:
-                counts[FAIL] += 1
-                failing.setdefault(gk, []).append(night_result(
-                    s["metric_key"], s["steps_key"], s["constraint_key"], zs, judged_night, gates[gk].night_k))  # type: ignore[arg-type]
-        for gk, results in failing.items():
-            if results:
-                gates[gk].failed.append({**night, "results": [r.to_dict() for r in results]})
-        trusted = is_trusted(counts)
-        night.update(replayed_status="trusted" if trusted else "untrusted",
+            gates[gk].failed.append({**night, "results": [r.to_dict() for r in results]})
+        counts = judgement.counts
+        night.update(replayed_status="trusted" if judgement.trusted else "untrusted",
                      counts={s: c for s, c in counts.items() if c})
         for s, c in counts.items():
             counts_total[s] += c
-        return {"night": night, "feed": feed, "trusted": trusted}
+        return {"night": night, "feed": feed, "trusted": judgement.trusted}
 
-    group: list[tuple[RunRow, list[tuple]]] = []
-
-    def close_group() -> None:
+    def replay_group(group: Sequence[RunRow]) -> None:
+        """Judge the runs of one logical date (they do not see each other), then feed baselines."""
         nonlocal fed
-        if any(run.rebaseline for run, _ in group):
+        if any(run.rebaseline for run in group):
             windows.clear()
         judged = []
-        for run, rows in group:
+        for run in group:
             feed_seen.clear()
-            judged.append((run, judge_run(run, rows)))
+            judged.append((run, replay_run(run)))
         for run, j in judged:
             nights.append(j["night"])
             trusted = j["trusted"] if trust == "replayed" else run.status == RunStatus.TRUSTED
             if run.role != "baseline" or not trusted:
                 continue
             fed += 1
-            for coord, value in j["feed"]:
-                window = windows.get(coord)
-                if window is None:
-                    window = windows[coord] = (deque(maxlen=history_limit), deque(maxlen=history_limit))
-                window[0].append(fed)
-                window[1].append(value)
-        group.clear()
+            for (fed_at, history), value in j["feed"]:
+                fed_at.append(fed)
+                history.append(value)
 
     feed_seen: set = set()
-    for run, rows in _by_run(store.iter_series_values(series, backend, suite), runs):
-        if group and group[0][0].logical_date != run.logical_date:
-            close_group()
-        group.append((run, rows))
-    close_group()
+    # every value of the series in one ordered pass (the runs' order, then ordinal), read as it is judged;
+    # the runs' blocks say whose values they are
+    stream = iter(store.iter_series_points(series, backend, suite))
+    start = 0
+    for i in range(1, len(runs) + 1):
+        if i == len(runs) or runs[i].logical_date != runs[start].logical_date:
+            replay_group(runs[start:i])
+            start = i
+    deque(stream, maxlen=0)  # ends the ordered pass (and its read transaction)
 
     not_replayable = []
     for gk, gate in list(gates.items()):

@@ -823,14 +823,63 @@ class MetricStore:
             )
             return [self._run_from_row(r) for r in cur.fetchall()]
 
-    def iter_series_values(
-        self, series: str, backend: str, suite: str, *, batch: int = 10_000
-    ) -> Iterator[tuple[str, str, str, str, int, float, int | None]]:
-        """Yield every stored value of one series identity in one ordered pass.
+    def series_runs_and_blocks(
+        self, series: str, backend: str, suite: str
+    ) -> list[tuple[RunRow, list[tuple[str, str, str, int]]]]:
+        """Return every run of one series identity in logical-date order with the blocks of its values.
 
-        Rows come in the order of :meth:`series_runs` (logical date, run id), then by ordinal, as
-        ``(run_id, metric_key, steps_key, constraint_key, step, value, at_step)``.  One statement,
-        fetched in batches, whatever the number of runs or coordinates.
+        One statement.  A block is the values of one declaration in a run, ``(metric_key,
+        steps_key, constraint_key, count)``; a run's blocks come in ordinal order, and
+        :meth:`iter_series_points` yields their values in the same order, so that replay reads no
+        key per value.
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        :raises StoreInputError: a run's values of one declaration are not consecutive (not written
+            by :meth:`write_run`).
+        """
+        if self.dialect == "postgres":
+            blocks = ("(SELECT json_agg(json_build_array(metric_key, steps_key, constraint_key, n, first, last))::text "
+                      "FROM (SELECT metric_key, steps_key, constraint_key, count(*) AS n, min(ordinal) AS first, "
+                      "max(ordinal) AS last FROM metric_values w WHERE w.run_id = runs.run_id "
+                      "GROUP BY metric_key, steps_key, constraint_key) b)")
+        else:
+            blocks = ("(SELECT json_group_array(json_array(metric_key, steps_key, constraint_key, n, first, last)) "
+                      "FROM (SELECT metric_key, steps_key, constraint_key, count(*) AS n, min(ordinal) AS first, "
+                      "max(ordinal) AS last FROM metric_values w WHERE w.run_id = runs.run_id "
+                      "GROUP BY metric_key, steps_key, constraint_key))")
+        with self._transaction() as cur:
+            self._execute(
+                cur,
+                f"SELECT {RUN_COLUMNS}, {blocks} FROM runs WHERE series = %s AND backend = %s AND suite = %s "
+                "ORDER BY logical_date, run_id",
+                (series, backend, suite),
+            )
+            rows = cur.fetchall()
+        out = []
+        for row in rows:
+            run = self._run_from_row(row)
+            found = sorted(json.loads(row[len(row) - 1] or "[]"), key=lambda b: b[4])
+            end = None
+            for metric_key, steps_key, constraint_key, n, first, last in found:
+                if last - first + 1 != n or (end is not None and first <= end):
+                    raise StoreInputError(
+                        f"run {run.run_id!r}: the values of {metric_key} (steps {steps_key}, constraint "
+                        f"{constraint_key}) are not consecutive; replay reads runs written by persist only"
+                    )
+                end = last
+            out.append((run, [(b[0], b[1], b[2], b[3]) for b in found]))
+        return out
+
+    def iter_series_points(
+        self, series: str, backend: str, suite: str, *, batch: int = 10_000
+    ) -> Iterator[tuple[int, float, int | None]]:
+        """Yield every stored value of one series identity in one ordered pass, without its keys.
+
+        Values come in the order of :meth:`series_runs_and_blocks` (logical date, run id), then by
+        ordinal, as ``(step, value, at_step)``; the runs' blocks say which declaration each value
+        belongs to.  One statement, fetched in batches, whatever the number of runs or coordinates.
 
         :param series: the series name.
         :param backend: the backend.
@@ -838,7 +887,7 @@ class MetricStore:
         :param batch: rows fetched at a time.
         """
         sql = (
-            "SELECT v.run_id, v.metric_key, v.steps_key, v.constraint_key, v.step, v.value, v.at_step "
+            "SELECT v.step, v.value, v.at_step "
             "FROM metric_values v JOIN runs r ON r.run_id = v.run_id "
             "WHERE r.series = %s AND r.backend = %s AND r.suite = %s "
             "ORDER BY r.logical_date, r.run_id, v.ordinal"

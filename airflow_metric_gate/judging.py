@@ -1,0 +1,123 @@
+"""Judging one run: its results, status counts and trust, decided in one place.
+
+:func:`airflow_metric_gate.pipeline.evaluate` and :func:`airflow_metric_gate.replay.replay` both
+judge a run through :func:`judge_run`: each coordinate against its baseline values
+(:func:`~airflow_metric_gate.evaluation.judge`), then the opt-in persistence rule
+(:func:`~airflow_metric_gate.rules.tolerate_isolated_failures`), then the whole-night results
+(:func:`~airflow_metric_gate.evaluation.judge_night`), then the declarations that selected nothing,
+and finally the run's trust (:func:`~airflow_metric_gate.evaluation.is_trusted`).  They differ
+only in where the baselines come from: the store's read for one run, or replay's rolling windows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_metric_gate.enums import ERROR, FAIL, STATUSES
+from airflow_metric_gate.evaluation import (
+    Result,
+    constraint_params,
+    describe,
+    error_result,
+    is_trusted,
+    judge,
+    judge_night,
+    night_result,
+    step_z,
+)
+from airflow_metric_gate.rules import applies_persistence, mad_k, night_mean_k, tolerate_isolated_failures
+
+__all__ = ["Key", "RunJudgement", "judge_run"]
+
+#: A declaration's coordinate keys: ``(metric_key, steps_key, constraint_key)``.
+Key = tuple[str, str, str]
+
+
+@dataclass
+class RunJudgement:
+    """What :func:`judge_run` decided for one run.
+
+    :param counts: how many results of each status the run has.
+    :param per_declaration: the same counts per declaration (every declaration given, zeros included).
+    :param results: ``(order, result, declaration)`` in ``order``; FAIL and ERROR results, and
+        every other one when asked for (``all_results``).
+    :param trusted: no result is FAIL or ERROR.
+    """
+
+    counts: dict[str, int]
+    per_declaration: dict[Key, dict[str, int]]
+    results: list[tuple[int, Result, Mapping[str, Any]]]
+    trusted: bool
+
+
+def judge_run(
+    values: Iterable[tuple[Key, int, int | None, float, int, Sequence[float]]],
+    declarations: Mapping[Key, Mapping[str, Any]],
+    errors: Iterable[tuple[Key, int, str]] = (),
+    *,
+    min_history: int,
+    aggregate: str,
+    all_results: bool = False,
+) -> RunJudgement:
+    """Judge one run's values against their baselines, with the run's declarations.
+
+    :param values: ``(key, step, at_step, value, order, baseline)`` for each of the run's values:
+        its declaration's keys, the stored step, the real step, the value, where its result sorts
+        (the ordinal), and the coordinate's baseline values.  Each key must be in ``declarations``.
+    :param declarations: each declaration as stored with a run
+        (:func:`~airflow_metric_gate.rules.declaration_summary`), by its keys.
+    :param errors: ``(key, order, message)`` for each declaration that selected nothing.
+    :param min_history: fewer baseline values make a coordinate INACTIVE.
+    :param aggregate: ``mean`` or ``median``.
+    :param all_results: keep every result, not only FAIL and ERROR.
+    """
+    counts = {status: 0 for status in STATUSES}
+    per_gate = {key: {status: 0 for status in STATUSES} for key in declarations}
+    # per declaration: its constraint as a tuple, its mad band (None: off), its whole-night rule (None: off)
+    # and its counts; looked up once per value
+    rules = {key: (constraint_params(d["constraint"]), mad_k(d), night_mean_k(d), per_gate[key])
+             for key, d in declarations.items()}
+    night_zs: dict[Key, list[float]] = {}  # the whole-night rule's robust z of each step, per declaration
+    night_at: dict[Key, int] = {}  # where a declaration's whole-night result sorts: after its last value
+    ordered: list[tuple[int, Result, Mapping[str, Any]]] = []
+    last_key = None
+    for key, step, at_step, value, order, baseline in values:
+        if key is not last_key:  # a declaration's values usually come together: look it up once for them
+            params, band_k, night_k, gate_counts = rules[key]
+            last_key = key
+        judged = judge(value, baseline, params, min_history, aggregate, band_k)
+        status = judged[0]
+        gate_counts[status] += 1  # the run's counts are their sums, taken below
+        if night_k is not None:
+            night_at[key] = order
+            z = step_z(value, baseline, judged)
+            if z is not None:
+                night_zs.setdefault(key, []).append(z)
+        if status in (FAIL, ERROR) or all_results:
+            gate = declarations[key]
+            result = describe(key[0], key[1], key[2], step, at_step, value, len(baseline), judged,
+                              gate["constraint"], min_history, aggregate, band_k)
+            ordered.append((order, result, gate))
+    for gate_counts in per_gate.values():
+        for status, n in gate_counts.items():
+            counts[status] += n
+    if applies_persistence(declarations.values()):  # the opt-in rule min_failing_steps
+        selected = Counter({key: sum(c.values()) for key, c in per_gate.items()})
+        ordered = tolerate_isolated_failures(ordered, counts, selected, keep_tolerated=all_results,
+                                             per_declaration=per_gate)
+    for key, zs in night_zs.items():  # after persistence: a whole night's FAIL is never tolerated
+        night_k = rules[key][2]
+        night = judge_night(zs, night_k)  # type: ignore[arg-type]
+        if night is not None and night[0] == FAIL:  # only a failing night adds a result
+            counts[FAIL] += 1
+            per_gate[key][FAIL] += 1
+            ordered.append((night_at[key], night_result(*key, zs, night, night_k), declarations[key]))  # type: ignore[arg-type]
+    for key, order, message in errors:
+        counts[ERROR] += 1
+        per_gate[key][ERROR] += 1
+        ordered.append((order, error_result(*key, message), declarations[key]))
+    ordered.sort(key=lambda item: item[0])
+    return RunJudgement(counts, per_gate, ordered, is_trusted(counts))
