@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import time
 import uuid
 from collections.abc import Callable
 from urllib.parse import urlsplit, urlunsplit
@@ -29,3 +31,14 @@ def fresh_database(admin_url: str, prefix: str) -> tuple[str, Callable[[], None]
         admin.close()
 
     return url, drop
+
+
+def best_of(repeat: int, fn: Callable[[], object]) -> float:
+    """Return the fastest of ``repeat`` timed calls (seconds), each after a full collection."""
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return min(times)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import msgspec
 import psycopg2
-from _common import fresh_database
+from _common import best_of, fresh_database
 
 from airflow_metric_gate.declarations import declare
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, select
@@ -62,16 +62,6 @@ TARGETS = {
 CONSTRAINT = {"rel_up": 0.5, "abs_floor_up": 0.1, "rel_down": 0.8, "abs_floor_down": 0.1}
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
-
-def best_of(repeat: int, fn: Callable[[], object]) -> float:
-    """Return the fastest of ``repeat`` timed calls (seconds)."""
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 # -- data ----------------------------------------------------------------------------------------

@@ -23,7 +23,6 @@ of ``metric_values`` would mean a read that grows with the history).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import re
@@ -34,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import psycopg2
-from _common import fresh_database
+from _common import best_of, fresh_database
 
 from airflow_metric_gate.store.postgres import PostgresStore
 
@@ -48,16 +47,6 @@ T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
 METRIC = "bench/metric_003"
 STEPS_KEY, CONSTRAINT_KEY = '"all"', '{"rel_down":0.2,"rel_up":0.2}'
 
-
-def best_of(repeat: int, fn: Callable[[], object]) -> float:
-    """Return the fastest of ``repeat`` timed calls (seconds)."""
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def _fresh_database(admin_url: str) -> tuple[str, Callable[[], None]]:

@@ -807,22 +807,6 @@ class MetricStore:
             self._execute(cur, sql, params)
             return int(cur.fetchone()[0])
 
-    def series_runs_in_order(self, series: str, backend: str, suite: str) -> list[RunRow]:
-        """Return every run of one series identity in logical-date order (ties by run id), for replay.
-
-        :param series: the series name.
-        :param backend: the backend.
-        :param suite: the suite.
-        """
-        with self._transaction() as cur:
-            self._execute(
-                cur,
-                f"SELECT {RUN_COLUMNS} FROM runs WHERE series = %s AND backend = %s AND suite = %s "
-                "ORDER BY logical_date, run_id",
-                (series, backend, suite),
-            )
-            return [self._run_from_row(r) for r in cur.fetchall()]
-
     def series_runs_and_blocks(
         self, series: str, backend: str, suite: str
     ) -> list[tuple[RunRow, list[tuple[str, str, str, int]]]]:

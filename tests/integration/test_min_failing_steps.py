@@ -74,7 +74,7 @@ def test_replay_applies_the_rule_like_evaluation(store):
     plain = declare("loss", steps="all", constraint=BAND)
     for day, values in enumerate([CLEAN, [1.0, 3.0, 1.0, 1.0], CLEAN, [1.0, 1.0, 1.5, 1.5]]):
         _night(store, plain, day, values)
-    stored = {r.run_id: r.status for r in store.series_runs_in_order("job", "cuda", "nightly")}
+    stored = {r.run_id: r.status for r, _ in store.series_runs_and_blocks("job", "cuda", "nightly")}
     assert stored == {"job1-0": "trusted", "job1-1": "untrusted", "job1-2": "trusted", "job1-3": "untrusted"}
     report = replay(store, "job", "cuda", "nightly",
                     declarations=[declare("loss", steps="all", constraint=BAND, min_failing_steps=2)])

@@ -148,7 +148,7 @@ def test_no_declaration_replayable_concludes_nothing(filled, store_url, tmp_path
 
 
 def test_replay_writes_nothing_and_reads_with_a_fixed_number_of_statements(filled):
-    before = [(r.run_id, r.status, r.status_reason) for r in filled.series_runs_in_order("job", "cuda", "nightly")]
+    before = [(r.run_id, r.status, r.status_reason) for r, _ in filled.series_runs_and_blocks("job", "cuda", "nightly")]
     statements = []
     execute = filled._execute
 
@@ -161,7 +161,7 @@ def test_replay_writes_nothing_and_reads_with_a_fixed_number_of_statements(fille
     assert not any(s.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE")) for s in statements)
     assert len(statements) <= 2  # the runs, then every value in one ordered pass (6 nights or 600)
     filled._execute = execute
-    after = [(r.run_id, r.status, r.status_reason) for r in filled.series_runs_in_order("job", "cuda", "nightly")]
+    after = [(r.run_id, r.status, r.status_reason) for r, _ in filled.series_runs_and_blocks("job", "cuda", "nightly")]
     assert after == before
 
 
