@@ -16,6 +16,14 @@ NIGHTLY_VALUES = {"train/grad_norm": 1.0, "train/ppo_kl": 0.05, "rollout/raw_rew
 TITO_METRIC = "rollout/tito_session_mismatch_rate/v1/assistant_text"
 
 
+def jsonl_text(lines: list[dict[str, Any]]) -> str:
+    """Return lines of a record file: one JSON object a line.
+
+    :param lines: the JSON objects.
+    """
+    return "".join(json.dumps(line) + "\n" for line in lines)
+
+
 def write_record(folder: Path, files: dict[str, list[dict[str, Any]]]) -> None:
     """Write one record directory as SPEC section 2 has it: JSON-lines files, then the ``_SUCCESS`` marker.
 
@@ -24,17 +32,18 @@ def write_record(folder: Path, files: dict[str, list[dict[str, Any]]]) -> None:
     """
     folder.mkdir(parents=True)
     for name, lines in files.items():
-        (folder / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+        (folder / name).write_text(jsonl_text(lines))
     (folder / "_SUCCESS").touch()  # last, as a training job writes it
 
 
-def write_night(folder: Path, values: dict[str, float]) -> None:
-    """Write a night as the nightly DAG reads it: two training processes share steps 0-3 of every metric.
+def night_files(values: dict[str, float]) -> dict[str, list[dict[str, Any]]]:
+    """Return a night's files as the nightly DAG reads them: two training processes share steps 0-3.
 
-    Rank 0 writes the even steps, rank 1 the odd ones, and each of them the TITO rate's value at step 3.
+    Rank 0 writes the even steps of every metric, rank 1 the odd ones, and each of them the TITO
+    rate's value at step 3.
 
-    :param folder: the record directory.
     :param values: metric key -> its value at every step.
+    :returns: file name -> its lines.
     """
     files = {}
     for rank in range(2):
@@ -42,7 +51,16 @@ def write_night(folder: Path, values: dict[str, float]) -> None:
         lines = [{"metric": m, "series": [[s, v] for s in steps]} for m, v in values.items()]
         lines.append({"metric": TITO_METRIC, "series": [[3, 0.01]]})
         files[f"rank{rank}.jsonl"] = lines
-    write_record(folder, files)
+    return files
+
+
+def write_night(folder: Path, values: dict[str, float]) -> None:
+    """Write a night of :func:`night_files` into a record directory, the marker last.
+
+    :param folder: the record directory.
+    :param values: metric key -> its value at every step.
+    """
+    write_record(folder, night_files(values))
 
 
 def store_query(url: str, sql: str, *params: Any) -> list[tuple]:
