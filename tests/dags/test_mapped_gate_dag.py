@@ -6,33 +6,18 @@ only; a regression of one series fails only its own map index.
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
-from _several_series import query, write_nights
+from _gate_data import store_query
+from _several_series import NIGHTS, REWARD, SUITE, run_example_nights
 
 pytestmark = [pytest.mark.airflow_db, pytest.mark.postgres]
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "several_series_mapped.py"
+EXAMPLE = "several_series_mapped.py"
 DAG_ID = "gate_several_series_mapped"
-REWARD = {"rl-7b": 0.8, "rl-70b": 0.3}  # far apart: each is a regression in the other's band
-SUITE = {"rl-7b": "nightly-8xh100", "rl-70b": "nightly-64xh100"}
-NIGHTS = ("2026-11-01", "2026-11-02", "2026-11-03")
 
 
 def test_each_series_is_its_own_map_index_store_run_and_history(airflow_env, pg_url, tmp_path):
-    root = tmp_path / "records"
-    write_nights(root, NIGHTS, REWARD, regressed=("rl-70b", NIGHTS[-1]))
-    dag_file = airflow_env.scratch_dags / EXAMPLE.name
-    shutil.copy(EXAMPLE, dag_file)
-
-    results = airflow_env.dag_tests(
-        [{"dag_id": DAG_ID, "dag_file": dag_file, "logical_date": f"{night}T00:00:00+00:00",
-          "conf": {"record_root": str(root), "role": "baseline"}} for night in NIGHTS],
-        env={"AIRFLOW_CONN_METRIC_GATE_DB": pg_url},
-        timeout=1200,
-    )
+    results = run_example_nights(airflow_env, pg_url, tmp_path, EXAMPLE, DAG_ID, regressed=("rl-70b", NIGHTS[-1]))
 
     for night, result in zip(NIGHTS[:-1], results):
         assert result.state == "success", (night, result.output[-6000:])
@@ -55,7 +40,7 @@ def test_each_series_is_its_own_map_index_store_run_and_history(airflow_env, pg_
     assert (bad["series"], bad["trusted"], bad["counts"]["FAIL"]) == ("rl-70b", False, 2)
     assert [r["ref"] for r in bad["results"]] == pytest.approx([REWARD["rl-70b"]] * 2)
 
-    rows = query(pg_url, "SELECT series, suite, map_index, status, COUNT(*) FROM runs "
-                         "GROUP BY series, suite, map_index, status ORDER BY series, status")
+    rows = store_query(pg_url, "SELECT series, suite, map_index, status, COUNT(*) FROM runs "
+                               "GROUP BY series, suite, map_index, status ORDER BY series, status")
     assert rows == [("rl-70b", "nightly-64xh100", 1, "trusted", 2), ("rl-70b", "nightly-64xh100", 1, "untrusted", 1),
                     ("rl-7b", "nightly-8xh100", 0, "trusted", 3)]

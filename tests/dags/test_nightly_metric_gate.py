@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _gate_data import NIGHTLY_VALUES, store_query, write_night
 
 pytestmark = pytest.mark.airflow_db
 
@@ -26,21 +27,12 @@ DAGS_FOLDER = Path(__file__).resolve().parents[2] / "dags"
 PACKAGED_DAG = Path(__file__).resolve().parents[2] / "airflow_metric_gate" / "example_dags" / "nightly_metric_gate.py"
 RUN_PREFIX = "@@metric-gate-dag-run@@ "  # starts each run's output in AirflowEnv.dag_tests
 SERIES = "rl-dagtest"
-GOOD = {"train/grad_norm": 1.0, "train/ppo_kl": 0.05, "rollout/raw_reward": 0.8}
 ROWS_PER_NIGHT = 13  # 4 grad_norm + 4 ppo_kl + 4 raw_reward + 1 TITO "last"
 
 
 def _write_night(root, day: str, *, reward: float = 0.8) -> None:
     """One record directory per night: two training processes (steps 0-3 split between them)."""
-    night = root / day
-    night.mkdir(parents=True)
-    values = {**GOOD, "rollout/raw_reward": reward}
-    for rank in range(2):
-        steps = range(rank, 4, 2)
-        lines = [{"metric": m, "series": [[s, v] for s in steps]} for m, v in values.items()]
-        lines.append({"metric": "rollout/tito_session_mismatch_rate/v1/assistant_text", "series": [[3, 0.01]]})
-        (night / f"rank{rank}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    (night / "_SUCCESS").touch()
+    write_night(root / day, {**NIGHTLY_VALUES, "rollout/raw_reward": reward})
 
 
 @dataclass
@@ -73,18 +65,9 @@ class GateStore:
                 if not conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'runs'").fetchall():
                     return []
                 return conn.execute(sql.replace("%s", "?"), params).fetchall()
-        import psycopg2
-
-        conn = psycopg2.connect(self.url)
-        try:
-            with conn.cursor() as cur:
-                cur.execute("SELECT to_regclass('runs') IS NOT NULL")
-                if not cur.fetchone()[0]:
-                    return []
-                cur.execute(sql, params)
-                return cur.fetchall()
-        finally:
-            conn.close()
+        if not store_query(self.url, "SELECT to_regclass('runs') IS NOT NULL")[0][0]:
+            return []
+        return store_query(self.url, sql, *params)
 
     def run(self, run_id: str) -> dict[str, Any]:
         """Return a stored run's status, try number, last update and value count.

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from test_nightly_metric_gate import DAG_ID, GOOD, ROWS_PER_NIGHT, SERIES, GateStore
+from _gate_data import NIGHTLY_VALUES, jsonl_text, night_files
+from test_nightly_metric_gate import DAG_ID, ROWS_PER_NIGHT, SERIES, GateStore
 
 pytestmark = pytest.mark.airflow_db
 pytest.importorskip("s3fs")
@@ -19,12 +20,9 @@ pytest.importorskip("s3fs")
 def _put_night(client, bucket: str, day: str) -> int:
     """One record directory of two objects (steps split between two ranks) and its marker."""
     size = 0
-    for rank in range(2):
-        steps = range(rank, 4, 2)
-        lines = [{"metric": m, "series": [[s, v] for s in steps]} for m, v in GOOD.items()]
-        lines.append({"metric": "rollout/tito_session_mismatch_rate/v1/assistant_text", "series": [[3, 0.01]]})
-        body = "".join(json.dumps(line) + "\n" for line in lines).encode()
-        client.put_object(Bucket=bucket, Key=f"records/{day}/rank{rank}.jsonl", Body=body)
+    for name, lines in night_files(NIGHTLY_VALUES).items():
+        body = jsonl_text(lines).encode()
+        client.put_object(Bucket=bucket, Key=f"records/{day}/{name}", Body=body)
         size += len(body)
     client.put_object(Bucket=bucket, Key=f"records/{day}/_SUCCESS", Body=b"")
     return size

@@ -6,33 +6,18 @@ only its own chain.
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
-from _several_series import query, write_nights
+from _gate_data import store_query
+from _several_series import NIGHTS, REWARD, SUITE, run_example_nights
 
 pytestmark = [pytest.mark.airflow_db, pytest.mark.postgres]
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "several_series_chains.py"
+EXAMPLE = "several_series_chains.py"
 DAG_ID = "gate_several_series_chains"
-REWARD = {"rl-7b": 0.8, "rl-70b": 0.3}  # far apart: each is a regression in the other's band
-SUITE = {"rl-7b": "nightly-8xh100", "rl-70b": "nightly-64xh100"}
-NIGHTS = ("2026-11-01", "2026-11-02", "2026-11-03")
 
 
 def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(airflow_env, pg_url, tmp_path):
-    root = tmp_path / "records"
-    write_nights(root, NIGHTS, REWARD, regressed=("rl-7b", NIGHTS[-1]))
-    dag_file = airflow_env.scratch_dags / EXAMPLE.name
-    shutil.copy(EXAMPLE, dag_file)
-
-    results = airflow_env.dag_tests(
-        [{"dag_id": DAG_ID, "dag_file": dag_file, "logical_date": f"{night}T00:00:00+00:00",
-          "conf": {"record_root": str(root), "role": "baseline"}} for night in NIGHTS],
-        env={"AIRFLOW_CONN_METRIC_GATE_DB": pg_url},
-        timeout=1200,
-    )
+    results = run_example_nights(airflow_env, pg_url, tmp_path, EXAMPLE, DAG_ID, regressed=("rl-7b", NIGHTS[-1]))
 
     for night, result in zip(NIGHTS[:-1], results):
         assert result.state == "success", (night, result.output[-6000:])
@@ -54,7 +39,8 @@ def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(airflow_env
     assert {(r["metric_key"], r["status"], r["n"]) for r in bad["results"]} == {("rollout/raw_reward", "FAIL", 2)}
     assert [r["ref"] for r in bad["results"]] == pytest.approx([REWARD["rl-7b"]] * 2)
 
-    rows = query(pg_url, "SELECT series, status, COUNT(*) FROM runs GROUP BY series, status ORDER BY series, status")
+    rows = store_query(pg_url, "SELECT series, status, COUNT(*) FROM runs "
+                               "GROUP BY series, status ORDER BY series, status")
     assert rows == [("rl-70b", "trusted", 3), ("rl-7b", "trusted", 2), ("rl-7b", "untrusted", 1)]
-    tasks = query(pg_url, "SELECT DISTINCT series, provenance::json->>'task_id' FROM runs ORDER BY 1")
+    tasks = store_query(pg_url, "SELECT DISTINCT series, provenance::json->>'task_id' FROM runs ORDER BY 1")
     assert tasks == [("rl-70b", "persist_values_rl-70b"), ("rl-7b", "persist_values_rl-7b")]

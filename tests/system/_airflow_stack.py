@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
+from _gate_data import store_query
 
 LOG_TAIL_LINES = 60
 
@@ -125,15 +126,7 @@ class AirflowStack:
         :param sql: the statement.
         :param params: its parameters.
         """
-        import psycopg2
-
-        conn = psycopg2.connect(self.store_url, connect_timeout=10)
-        try:
-            with conn.cursor() as cur:
-                cur.execute(sql, params)
-                return cur.fetchall()
-        finally:
-            conn.close()
+        return store_query(self.store_url, sql, *params)
 
     def tails(self, lines: int = LOG_TAIL_LINES) -> str:
         """Return the last lines of every component's log.

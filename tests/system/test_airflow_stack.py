@@ -18,7 +18,6 @@ a user would look at: task states and XComs through the REST API, and the metric
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 
 import pytest
 from _airflow_stack import AirflowStack
+from _gate_data import NIGHTLY_VALUES, write_night
 
 # postgres too: under METRIC_GATE_REQUIRE_PG=1 a skipped system test fails the run.
 pytestmark = [pytest.mark.system, pytest.mark.postgres]
@@ -41,7 +41,6 @@ FIRST_NIGHT = date(2026, 6, 1)
 NIGHTS = [FIRST_NIGHT + timedelta(days=i) for i in range(7)]
 REGRESSED = NIGHTS[3]  # the middle night: three clean nights before it, three after
 BACKFILL_SERIES = "rl-system-backfill"
-CLEAN = {"train/grad_norm": 1.0, "train/ppo_kl": 0.05, "rollout/raw_reward": 0.8}
 REGRESSED_REWARD = 0.3  # enforced band of rollout/raw_reward around 0.8: [0.64, 1.2]
 RESULTS_PER_NIGHT = 13  # 4 steps each of grad_norm, ppo_kl, raw_reward, and the TITO rate's "last"
 
@@ -54,17 +53,6 @@ TWO_SERIES = {  # series -> (raw_reward, grad_norm): far enough apart that mixed
 # Nights judged in order may wait for each other (EvaluateGateOperator checks again every minute).
 BACKFILL_TIMEOUT = 540.0
 SENSOR_TIMEOUT = 120.0
-
-
-def _write_night(night_dir: Path, values: dict[str, float]) -> None:
-    """A record directory as SPEC section 2 has it: two training processes, then the ``_SUCCESS`` marker."""
-    night_dir.mkdir(parents=True)
-    for rank in range(2):
-        steps = range(rank, 4, 2)
-        lines = [{"metric": m, "series": [[s, v] for s in steps]} for m, v in values.items()]
-        lines.append({"metric": "rollout/tito_session_mismatch_rate/v1/assistant_text", "series": [[3, 0.01]]})
-        (night_dir / f"rank{rank}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    (night_dir / "_SUCCESS").touch()
 
 
 def _iso(night: date) -> str:
@@ -107,14 +95,14 @@ def workloads(airflow_stack: AirflowStack) -> Workloads:
     """Write the records and submit every workload of the module at once."""
     records = airflow_stack.tmp / "records"
     for night in NIGHTS:
-        values = dict(CLEAN)
+        values = dict(NIGHTLY_VALUES)
         if night == REGRESSED:
             values["rollout/raw_reward"] = REGRESSED_REWARD
-        _write_night(records / "nightly" / night.isoformat(), values)
+        write_night(records / "nightly" / night.isoformat(), values)
     for series, (reward, grad_norm) in TWO_SERIES.items():
         for night in TWO_SERIES_NIGHTS:
             values = {"train/grad_norm": grad_norm, "rollout/raw_reward": reward}
-            _write_night(records / "two_series" / series / night.isoformat(), values)
+            write_night(records / "two_series" / series / night.isoformat(), values)
 
     nightly = _create_backfill(
         airflow_stack,
@@ -178,7 +166,7 @@ def test_deferred_sensor_completes_in_the_triggerer(airflow_stack: AirflowStack,
     ti = airflow_stack.wait_for("the sensor to defer to the triggerer", deferred, SENSOR_TIMEOUT, interval=1)
     assert ti["trigger"]["classpath"].endswith("TrainingOutputTrigger"), ti["trigger"]
     assert not workloads.sensor_record.exists()
-    _write_night(workloads.sensor_record, CLEAN)  # the marker last, as the training job writes it
+    write_night(workloads.sensor_record, NIGHTLY_VALUES)  # the marker last, as the training job writes it
 
     def finished() -> dict[str, Any] | None:
         run = api.get(f"/api/v2/dags/{SENSOR_DAG}/dagRuns/{run_id}")

@@ -20,13 +20,6 @@ CONSTRAINT = {"rel_up": 0.5, "rel_down": 0.2}
 FIRST_NIGHT = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    path = tmp_path / "metric_gate.db"
-    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", f"sqlite:///{path}")
-    return path
-
-
 def _night(night: int, reward: float | list[float], *, run_type: str = "scheduled", steps: int = 3,
            enforce: bool = False):
     """Persist one night's selection (one reward, or one per step); return its context and what persist returned."""

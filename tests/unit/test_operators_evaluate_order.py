@@ -24,13 +24,6 @@ CONSTRAINT = {"rel_up": 0.5, "rel_down": 0.2}
 FIRST_NIGHT = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    path = tmp_path / "metric_gate.db"
-    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", f"sqlite:///{path}")
-    return path
-
-
 def _persist(night: int, reward: float = 0.8):
     declaration = declare("rollout/raw_reward", steps="all", constraint=CONSTRAINT, enforce=True)
     selection = Selection(declaration, points=[(s, reward, s) for s in range(3)])

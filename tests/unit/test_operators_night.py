@@ -20,13 +20,6 @@ FIRST_NIGHT = datetime(2026, 11, 1, tzinfo=timezone.utc)
 TRIGGERED = datetime(2026, 12, 3, 9, 15, tzinfo=timezone.utc)  # when someone ran `airflow dags trigger`
 
 
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    path = tmp_path / "metric_gate.db"
-    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", f"sqlite:///{path}")
-    return path
-
-
 def _selection(reward: float = 0.8, *, enforce: bool = False) -> dict:
     declaration = declare("rollout/raw_reward", steps="all", constraint=CONSTRAINT, enforce=enforce)
     return selection_to_payload([Selection(declaration, points=[(s, reward, s) for s in range(3)])])

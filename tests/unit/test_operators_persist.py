@@ -29,13 +29,6 @@ def _payload(values=(1.0, 1.1, 1.2)) -> dict:
     )
 
 
-@pytest.fixture
-def db(tmp_path, monkeypatch):
-    path = tmp_path / "metric_gate.db"
-    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", f"sqlite:///{path}")
-    return path
-
-
 def _query(db, sql, *params):
     with sqlite3.connect(db) as conn:
         return conn.execute(sql, params).fetchall()
