@@ -22,7 +22,7 @@ rebaseline marker.  Which runs count as trusted is the ``trust`` setting:
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import Any
 
@@ -130,7 +130,10 @@ def replay(
 
     def replay_run(run: RunRow) -> dict:
         present: dict[Any, bool] = {}
-        feed: list[tuple[tuple[deque, deque], float]] = []  # (window, value): what the run feeds if trusted
+        # what the run feeds if trusted: each value and its coordinate's window
+        feed_windows: list[tuple[deque, deque]] = []
+        feed_values: list[float] = []
+        feed_window, feed_value = feed_windows.append, feed_values.append
         cutoff = fed - history_limit
         if not given:
             for summary in run.declarations:
@@ -144,8 +147,8 @@ def replay(
 
         def values() -> Iterator[tuple]:
             for metric_key, steps_key, constraint_key, n in blocks_of[run.run_id]:
-                # one declaration's values (consecutive, in ordinal order): resolve it once
-                points = islice(stream, n)
+                # one declaration's values (consecutive, in step order): resolve it once
+                points: Iterable[tuple] = islice(stream, n)
                 block = (metric_key, steps_key, constraint_key)
                 stored_literals.setdefault(metric_key, set()).add(steps_key)
                 keys = routes.get((metric_key, steps_key), ()) if given else (block,)
@@ -154,23 +157,27 @@ def replay(
                 if not targets:
                     deque(points, maxlen=0)  # read past them
                     continue
-                for gk, _ in targets:
+                if len(targets) > 1:
+                    points = list(points)  # judged once per declaration routed to them
+                for gk, gate_windows in targets:
                     present[gk] = True
-                for step, value, at_step in points:
-                    for gk, gate_windows in targets:
+                    window_of = gate_windows.get
+                    for step, value, at_step in points:
                         if given:
                             coord = (gk, step)
                             if coord in feed_seen:
                                 continue  # the same metric and steps stored under another constraint: same values
                             feed_seen.add(coord)
-                        window = gate_windows.get(step)
+                        window = window_of(step)
                         if window is None:
                             window = gate_windows[step] = (deque(maxlen=history_limit), deque(maxlen=history_limit))
                         fed_at, history = window  # when each value was fed, and the values
-                        while fed_at and fed_at[0] <= cutoff:  # fed before the last history_limit fed runs
-                            fed_at.popleft()
-                            history.popleft()
-                        feed.append((window, value))
+                        if fed_at and fed_at[0] <= cutoff:
+                            while fed_at and fed_at[0] <= cutoff:  # fed before the last history_limit fed runs
+                                fed_at.popleft()
+                                history.popleft()
+                        feed_window(window)
+                        feed_value(value)
                         yield gk, step, at_step, value, 0, history
 
         errors = []
@@ -216,7 +223,7 @@ def replay(
                      counts={s: c for s, c in counts.items() if c})
         for s, c in counts.items():
             counts_total[s] += c
-        return {"night": night, "feed": feed, "trusted": judgement.trusted}
+        return {"night": night, "feed": (feed_windows, feed_values), "trusted": judgement.trusted}
 
     def replay_group(group: Sequence[RunRow]) -> None:
         """Judge the runs of one logical date (they do not see each other), then feed baselines."""
@@ -233,7 +240,7 @@ def replay(
             if run.role != "baseline" or not trusted:
                 continue
             fed += 1
-            for (fed_at, history), value in j["feed"]:
+            for (fed_at, history), value in zip(*j["feed"]):
                 fed_at.append(fed)
                 history.append(value)
 

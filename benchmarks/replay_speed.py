@@ -2,7 +2,9 @@
 
 The script stores ``--nights`` nights of ``--coords`` coordinates in a temporary SQLite store,
 evaluates every night in order as the nightly gate would (timed), then replays the whole series
-with the stored declarations (timed), and prints both and their ratios.
+with the stored declarations (timed), and prints both and their ratios.  It also times the read
+alone (the ordered pass over every stored value that replay makes, judging nothing): the floor
+under any replay of the same nights.
 
     python benchmarks/replay_speed.py                  # 365 nights x 10,000 coordinates
     python benchmarks/replay_speed.py --scale smoke    # seconds
@@ -55,6 +57,9 @@ def measure(nights: int, coords: int, seed: int = 12) -> dict:
         t = time.perf_counter()
         report = replay(store, identity.series, identity.backend, identity.suite)
         replay_s = time.perf_counter() - t
+        t = time.perf_counter()
+        read = sum(1 for _ in store.iter_series_points(identity.series, identity.backend, identity.suite))
+        read_s = time.perf_counter() - t
     return {
         "nights": nights, "coords": coords, "store_s": round(stored_s, 2),
         "evaluate_every_night_s": round(evaluate_s, 2),
@@ -63,6 +68,9 @@ def measure(nights: int, coords: int, seed: int = 12) -> dict:
         "replay_vs_evaluate_every_night": round(replay_s / evaluate_s, 3),
         "replay_vs_one_night_evaluate": round(replay_s / (evaluate_s / nights), 1),
         "replayed_nights": report["summary"]["nights"],
+        "read_only_s": round(read_s, 2),
+        "read_only_vs_one_night_evaluate": round(read_s / (evaluate_s / nights), 1),
+        "values_read": read,
     }
 
 

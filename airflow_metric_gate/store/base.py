@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
+from itertools import chain
 from typing import Any
 
 from airflow_metric_gate.dates import utc
@@ -813,26 +814,21 @@ class MetricStore:
         """Return every run of one series identity in logical-date order with the blocks of its values.
 
         One statement.  A block is the values of one declaration in a run, ``(metric_key,
-        steps_key, constraint_key, count)``; a run's blocks come in ordinal order, and
-        :meth:`iter_series_points` yields their values in the same order, so that replay reads no
-        key per value.
+        steps_key, constraint_key, count)``; a run's blocks come in key order (the keys compared by
+        code point), and :meth:`iter_series_points` yields their values in the same order, so that
+        replay reads no key per value.
 
         :param series: the series name.
         :param backend: the backend.
         :param suite: the suite.
-        :raises StoreInputError: a run's values of one declaration are not consecutive (not written
-            by :meth:`write_run`).
         """
-        if self.dialect == "postgres":
-            blocks = ("(SELECT json_agg(json_build_array(metric_key, steps_key, constraint_key, n, first, last))::text "
-                      "FROM (SELECT metric_key, steps_key, constraint_key, count(*) AS n, min(ordinal) AS first, "
-                      "max(ordinal) AS last FROM metric_values w WHERE w.run_id = runs.run_id "
-                      "GROUP BY metric_key, steps_key, constraint_key) b)")
-        else:
-            blocks = ("(SELECT json_group_array(json_array(metric_key, steps_key, constraint_key, n, first, last)) "
-                      "FROM (SELECT metric_key, steps_key, constraint_key, count(*) AS n, min(ordinal) AS first, "
-                      "max(ordinal) AS last FROM metric_values w WHERE w.run_id = runs.run_id "
-                      "GROUP BY metric_key, steps_key, constraint_key))")
+        aggregate = "json_agg" if self.dialect == "postgres" else "json_group_array"
+        array = "json_build_array" if self.dialect == "postgres" else "json_array"
+        text = "::text" if self.dialect == "postgres" else ""
+        blocks = (f"(SELECT {aggregate}({array}(metric_key, steps_key, constraint_key, n)){text} "
+                  "FROM (SELECT metric_key, steps_key, constraint_key, count(*) AS n "
+                  "FROM metric_values w WHERE w.run_id = runs.run_id "
+                  "GROUP BY metric_key, steps_key, constraint_key) b)")
         with self._transaction() as cur:
             self._execute(
                 cur,
@@ -841,20 +837,9 @@ class MetricStore:
                 (series, backend, suite),
             )
             rows = cur.fetchall()
-        out = []
-        for row in rows:
-            run = self._run_from_row(row)
-            found = sorted(json.loads(row[len(row) - 1] or "[]"), key=lambda b: b[4])
-            end = None
-            for metric_key, steps_key, constraint_key, n, first, last in found:
-                if last - first + 1 != n or (end is not None and first <= end):
-                    raise StoreInputError(
-                        f"run {run.run_id!r}: the values of {metric_key} (steps {steps_key}, constraint "
-                        f"{constraint_key}) are not consecutive; replay reads runs written by persist only"
-                    )
-                end = last
-            out.append((run, [(b[0], b[1], b[2], b[3]) for b in found]))
-        return out
+        # the order iter_series_points reads a run's values in: by keys, code point by code point
+        return [(self._run_from_row(row), sorted(tuple(b) for b in json.loads(row[len(row) - 1] or "[]")))
+                for row in rows]
 
     def iter_series_points(
         self, series: str, backend: str, suite: str, *, batch: int = 10_000
@@ -862,27 +847,41 @@ class MetricStore:
         """Yield every stored value of one series identity in one ordered pass, without its keys.
 
         Values come in the order of :meth:`series_runs_and_blocks` (logical date, run id), then by
-        ordinal, as ``(step, value, at_step)``; the runs' blocks say which declaration each value
-        belongs to.  One statement, fetched in batches, whatever the number of runs or coordinates.
+        ``(metric_key, steps_key, constraint_key, step)``, as ``(step, value, at_step)``; the runs'
+        blocks say which declaration each value belongs to.  One statement, fetched in batches,
+        whatever the number of runs or coordinates.  The order is the one of the unique key of the
+        values, so the embedded store reads them from its index without sorting (the run's rowid
+        tells it that no two runs share a place in the order); the text keys are compared by code
+        point (byte order of UTF-8) on both stores, as Python compares them.
 
         :param series: the series name.
         :param backend: the backend.
         :param suite: the suite.
         :param batch: rows fetched at a time.
         """
+        if self.dialect == "postgres":
+            keys = 'v.metric_key COLLATE "C", v.steps_key COLLATE "C", v.constraint_key COLLATE "C"'
+            run = "r.logical_date, r.run_id"
+        else:
+            keys = "v.metric_key, v.steps_key, v.constraint_key"
+            run = "r.logical_date, r.run_id, r.rowid"
         sql = (
             "SELECT v.step, v.value, v.at_step "
             "FROM metric_values v JOIN runs r ON r.run_id = v.run_id "
             "WHERE r.series = %s AND r.backend = %s AND r.suite = %s "
-            "ORDER BY r.logical_date, r.run_id, v.ordinal"
+            f"ORDER BY {run}, {keys}, v.step"
         )
+        return chain.from_iterable(self._batches(sql, (series, backend, suite), batch))
+
+    def _batches(self, sql: str, params: Sequence[Any], batch: int) -> Iterator[list[tuple]]:
+        """Yield the rows of one statement in lists of ``batch``, in one read transaction."""
         with self._transaction() as cur:
-            self._execute(cur, sql, (series, backend, suite))
+            self._execute(cur, sql, params)
             while True:
                 rows = cur.fetchmany(batch)
                 if not rows:
                     break
-                yield from rows
+                yield rows
 
 
 def _group_by_ordinal(rows: Iterable[tuple[int, float]]) -> dict[int, list[float]]:

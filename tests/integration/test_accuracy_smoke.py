@@ -67,3 +67,6 @@ def test_replay_speed_smoke_run(tmp_path):
     figures = json.loads(output.read_text())
     assert figures["replayed_nights"] == figures["nights"] == 30
     assert figures["replay_s"] > 0 and figures["evaluate_every_night_s"] > 0
+    # the read alone passes over every stored value once: 30 nights x 500 coordinates
+    assert figures["values_read"] == figures["nights"] * figures["coords"] == 15_000
+    assert figures["read_only_s"] >= 0 and "read_only_vs_one_night_evaluate" in figures

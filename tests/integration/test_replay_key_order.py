@@ -1,0 +1,104 @@
+"""Replay reads a night's values in the order of their keys, not in the order they were declared.
+
+The values of a night come from the store ordered by ``(metric_key, steps_key, constraint_key,
+step)``, with the text keys compared by code point on both stores: these tests declare metrics in
+an order that is not that one, list steps unsorted, and use keys whose order differs between code
+points and a natural-language collation, then check that replay judges every value against its
+own coordinate exactly as evaluation did.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import datetime, timedelta, timezone
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+
+from airflow_metric_gate.declarations import declare
+from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist
+from airflow_metric_gate.replay import replay
+from airflow_metric_gate.selection import Selection
+from airflow_metric_gate.store import open_store
+
+T0 = datetime(2026, 4, 1, tzinfo=timezone.utc)
+IDENTITY = SeriesIdentity("key-order", "cuda", "nightly")
+STEPS = [7, 2, 5, 0]  # listed unsorted: stored in this order, read back in step order
+# Declared in neither code-point order (Z < _ < z < ä) nor dictionary order (_ a ä z); levels far
+# apart, so a value judged against another metric's history would fail.
+LEVELS = {"zeta/loss": 2.0, "Zeta/kl": 0.02, "_x/reward": 5.0, "ä/grad_norm": 1.5}
+DECLARATIONS = [declare(metric, steps=STEPS, constraint={"rel_up": 0.05, "rel_down": 0.05}) for metric in LEVELS]
+
+
+def _night(rng: random.Random) -> list[Selection]:
+    selections = []
+    for d in DECLARATIONS:
+        shift = rng.choice([0.0] * 6 + [0.2])  # now and then a night leaves the band
+        points = [(step, LEVELS[d.metric_key] * (1 + 0.01 * rng.gauss(0, 1) + shift), step) for step in STEPS]
+        selections.append(Selection(d, points=points))
+    return selections
+
+
+def _check_replay_matches_evaluation(store) -> None:
+    rng = random.Random(4)
+    verdicts = {}
+    for night in range(12):
+        run_id = f"night-{night:02d}"
+        persist(store, IDENTITY, RunInfo(run_id, logical_date=T0 + timedelta(days=night)), _night(rng))
+        verdicts[run_id] = evaluate(store, run_id, all_results=True, max_results=None)
+
+    report = replay(store, IDENTITY.series, IDENTITY.backend, IDENTITY.suite)
+
+    replayed = {}  # (run_id, metric) -> (step, ref, current) of each FAIL
+    for gate in report["declarations"]:
+        for night in gate["failed"]:
+            replayed[night["run_id"], gate["metric_key"]] = sorted(
+                (r["step"], r["ref"], r["current"]) for r in night["results"])
+    evaluated = {}
+    for run_id, verdict in verdicts.items():
+        for r in verdict["results"]:
+            if r["status"] == "FAIL":
+                evaluated.setdefault((run_id, r["metric_key"]), []).append((r["step"], r["ref"], r["current"]))
+    assert replayed == {k: sorted(v) for k, v in evaluated.items()}
+    assert len(evaluated) >= 3  # the series has failing nights to compare
+    for night in report["nights"]:
+        verdict = verdicts[night["run_id"]]
+        assert night["stored_status"] == night["replayed_status"]
+        assert night["counts"] == {s: c for s, c in verdict["counts"].items() if c}
+
+
+def test_replay_judges_each_value_against_its_own_coordinate(store):
+    _check_replay_matches_evaluation(store)
+
+
+@pytest.fixture
+def pg_natural_collation_url(pg_database_url):
+    """A fresh Postgres database whose default collation orders text as a dictionary does (ICU ``und``)."""
+    import psycopg2
+
+    admin = psycopg2.connect(pg_database_url)
+    admin.autocommit = True
+    name = f"metric_gate_test_icu_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.cursor() as cur:
+            cur.execute("SELECT count(*) FROM pg_collation WHERE collprovider = 'i'")
+            if cur.fetchone()[0] == 0:
+                pytest.skip("this Postgres server is built without ICU collations")
+            cur.execute(f"CREATE DATABASE \"{name}\" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'und' "
+                        "LOCALE 'C.UTF-8'")
+        parts = urlsplit(pg_database_url)
+        yield urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.mark.postgres
+def test_replay_on_a_database_that_sorts_text_by_dictionary_order(pg_natural_collation_url):
+    with open_store(pg_natural_collation_url) as store:
+        with store._transaction() as cur:  # the database's own order is not the code-point order
+            store._execute(cur, "SELECT k FROM (VALUES ('zeta/loss'), ('Zeta/kl'), ('_x/reward')) t(k) ORDER BY k")
+            assert [k for (k,) in cur.fetchall()] != sorted(["zeta/loss", "Zeta/kl", "_x/reward"])
+        _check_replay_matches_evaluation(store)
