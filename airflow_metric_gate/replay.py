@@ -31,6 +31,7 @@ from airflow_metric_gate.enums import ERROR, STATUSES, RunStatus
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.judging import judge_run
 from airflow_metric_gate.pipeline import check_evaluate_options
+from airflow_metric_gate.printable import printable_copy
 from airflow_metric_gate.rules import declaration_summary, rule_options
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError
 
@@ -309,9 +310,14 @@ def _describe(result: dict) -> str:
 def render_replay(report: dict, *, max_coordinates: int = 5) -> str:
     """Return a replay report as text: per declaration its failing nights, then what changed.
 
+    Control characters in stored names (series, metric keys, steps and constraint literals, run
+    ids, reasons) are escaped (:func:`~airflow_metric_gate.printable.printable`), as in every report
+    of the package: a stored key cannot start a line of its own.
+
     :param report: from :func:`replay`.
     :param max_coordinates: at most this many coordinates listed per night and declaration.
     """
+    report = printable_copy(report)
     st = report["settings"]
     lines = [
         f"replay of series {report['series']} (backend {report['backend']}, suite {report['suite']}): "
