@@ -66,29 +66,34 @@ def _logical_date(text: str | None) -> datetime:
     return utc(value)
 
 
-def _int_in(name: str, low: int, high: int | None, expected: str) -> Callable[[str], int]:
+def _int_in(low: int, high: int | None, expected: str) -> Callable[[str], int]:
     """Return an argparse type: an integer from ``low`` to ``high`` (no upper end when ``None``).
 
-    :param name: the type's name in argparse's "invalid <name> value" message.
+    Every refusal is a plain message (``not an integer: 'x'``, ``must be ...``), never argparse's
+    "invalid <function name> value".
+
     :param low: the smallest value.
     :param high: the largest value, if any.
     :param expected: what the message says the value must be.
     """
 
     def parse(text: str) -> int:
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
         if value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"must be {expected}, got {value}")
         return value
 
-    parse.__name__ = name
+    parse.__name__ = "integer"  # what argparse would name it in a message of its own
     return parse
 
 
-_positive = _int_in("_positive", 1, MAX_STEP, f"from 1 to {MAX_STEP}")
-_stored_step = _int_in("_stored_step", -1, MAX_STEP, f'-1 (steps "last") or from 0 to {MAX_STEP}')
-_history_limit = _int_in("_history_limit", 1, MAX_HISTORY_LIMIT, f"from 1 to {MAX_HISTORY_LIMIT}")
-_non_negative = _int_in("_non_negative", 0, None, ">= 0")
+_positive = _int_in(1, MAX_STEP, f"from 1 to {MAX_STEP}")
+_stored_step = _int_in(-1, MAX_STEP, f'-1 (steps "last") or from 0 to {MAX_STEP}')
+_history_limit = _int_in(1, MAX_HISTORY_LIMIT, f"from 1 to {MAX_HISTORY_LIMIT}")
+_non_negative = _int_in(0, None, ">= 0")
 
 
 def _table_rows_option(parser: argparse.ArgumentParser) -> None:
@@ -220,8 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--suite", default="default", help="schedule or cluster (default: default)")
     replay.add_argument("--gates", metavar="FILE",
                         help="judge with these declarations (default: the ones stored with each night)")
-    replay.add_argument("--history-limit", type=_positive, default=DEFAULT_HISTORY_LIMIT,
-                        help=f"baseline runs to compare with (default: {DEFAULT_HISTORY_LIMIT})")
+    replay.add_argument("--history-limit", type=_history_limit, default=DEFAULT_HISTORY_LIMIT,
+                        help=f"baseline runs to compare with, 1 to {MAX_HISTORY_LIMIT} "
+                        f"(default: {DEFAULT_HISTORY_LIMIT})")
     replay.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY,
                         help=f"baseline values needed before a coordinate is judged (default: {DEFAULT_MIN_HISTORY})")
     replay.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference (default: mean)")
