@@ -347,7 +347,7 @@ def _report_skipped(skipped: Sequence[tuple[str, str]]) -> None:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    with open_store(args.store) as store:
+    with open_store(args.store, read_only=True) as store:
         rows = store.history(args.metric_key, series=args.series, backend=args.backend, suite=args.suite,
                              step=args.step, limit=args.limit)
     if args.json:
@@ -412,7 +412,7 @@ def _cmd_mark(args: argparse.Namespace) -> int:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    with open_store(args.store) as store:
+    with open_store(args.store, read_only=True) as store:
         runs = store.list_runs(series=args.series, backend=args.backend, suite=args.suite, limit=args.limit)
     table = [
         {"run_id": r.run_id, "series": r.series, "backend": r.backend, "suite": r.suite,
@@ -436,7 +436,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     from airflow_metric_gate.pipeline import evaluate
 
-    with open_store(args.store) as store:
+    with open_store(args.store, read_only=True) as store:
         if store.get_run(args.run_id) is None:
             raise StoreInputError(f"no run {args.run_id!r} in the metric store; see `metric-gate runs`")
         verdict = evaluate(store, args.run_id, history_limit=args.history_limit, min_history=args.min_history,
@@ -453,7 +453,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from airflow_metric_gate.replay import render_replay, replay
 
     declarations = load_gates_file(args.gates) if args.gates else None
-    with open_store(args.store) as store:
+    with open_store(args.store, read_only=True) as store:
         report = replay(store, args.series, args.backend, args.suite, declarations=declarations,
                         history_limit=args.history_limit, min_history=args.min_history, aggregate=args.aggregate,
                         trust=args.trust)

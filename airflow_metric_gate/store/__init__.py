@@ -40,7 +40,7 @@ def store_url(url: str | None = None) -> str:
     return url or os.environ.get(STORE_URL_ENV) or DEFAULT_STORE_URL
 
 
-def open_store(url: str | None = None) -> MetricStore:
+def open_store(url: str | None = None, *, read_only: bool = False) -> MetricStore:
     """Open the store a URL names.
 
     The URL is checked completely before anything connects (see :mod:`airflow_metric_gate.store.urls`
@@ -49,6 +49,9 @@ def open_store(url: str | None = None) -> MetricStore:
     :param url: ``sqlite:///relative.db``, ``sqlite:////absolute.db``, ``sqlite:///:memory:`` or
         ``postgresql://user[:password]@host:port/db[?connect_timeout=10&statement_timeout=300s...]``;
         ``None`` uses :func:`store_url`.
+    :param read_only: for a caller that only reads: a SQLite file must exist already, and nothing
+        (neither the file nor its folder) is created (see
+        :class:`~airflow_metric_gate.store.sqlite.SQLiteStore`).  A PostgreSQL store is opened as usual.
     :raises StoreInputError: for any other scheme, an unknown query parameter or a bad value (the
         message never shows the password).
     """
@@ -57,7 +60,7 @@ def open_store(url: str | None = None) -> MetricStore:
     if url.startswith(SQLITE_PREFIX):
         from airflow_metric_gate.store.sqlite import SQLiteStore
 
-        return SQLiteStore.from_url(url)
+        return SQLiteStore.from_url(url, read_only=read_only)
     if scheme in POSTGRES_SCHEMES:
         from airflow_metric_gate.store.postgres import PostgresStore
 
