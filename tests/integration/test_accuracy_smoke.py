@@ -67,3 +67,17 @@ def test_replay_speed_smoke_run(tmp_path):
     figures = json.loads(output.read_text())
     assert figures["replayed_nights"] == figures["nights"] == 30
     assert figures["replay_s"] > 0 and figures["evaluate_every_night_s"] > 0
+
+
+def test_write_docs_is_refused_below_full_scale():
+    page = ROOT / "docs" / "accuracy.md"
+    before = page.read_bytes()
+    try:
+        proc = _run("accuracy.py", "--write-docs")  # --scale smoke
+        after = page.read_bytes()
+    finally:
+        page.write_bytes(before)  # a failing run must not leave smoke figures in the docs
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "--write-docs needs --scale full" in proc.stderr
+    assert proc.stdout == ""  # refused before measuring anything
+    assert after == before
