@@ -8,6 +8,8 @@ opens it from an Airflow connection.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from airflow_metric_gate.store.base import MetricStore
 from airflow_metric_gate.store.errors import StoreError, StoreInputError, StoreUnavailable
@@ -27,6 +29,7 @@ __all__ = [
     "StoreUnavailable",
     "ValueRow",
     "open_store",
+    "opened_store",
     "safe_url",
     "store_url",
 ]
@@ -66,3 +69,23 @@ def open_store(url: str | None = None, *, read_only: bool = False) -> MetricStor
 
         return PostgresStore.from_url(url)
     raise StoreInputError(f"unsupported store URL {safe_url(url)}: use {URL_FORMS}")
+
+
+@contextmanager
+def opened_store(store: str | MetricStore | None, *, read_only: bool = False) -> Iterator[MetricStore]:
+    """Yield a store given as a URL or as an open store, as the Python API takes it.
+
+    An open store is yielded as it is and left open; a URL (``None``: :func:`store_url`) is opened
+    with :func:`open_store` and closed at the end.
+
+    :param store: a store URL, an open store or ``None``.
+    :param read_only: passed to :func:`open_store` for a URL.
+    :raises TypeError: ``store`` is neither.
+    """
+    if isinstance(store, MetricStore):
+        yield store
+        return
+    if store is not None and not isinstance(store, str):
+        raise TypeError(f"store: expected a store URL or an open store, not {type(store).__name__}")
+    with open_store(store, read_only=read_only) as opened:
+        yield opened
