@@ -18,7 +18,7 @@ from airflow_metric_gate.declarations import GateDeclaration, load_gates_file, r
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id
 from airflow_metric_gate.pipeline import run_gate as _run_gate
 from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report
-from airflow_metric_gate.store import MetricStore, StoreInputError, open_store
+from airflow_metric_gate.store import MetricStore, StoreInputError, opened_store
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
 
 __all__ = ["Verdict", "load_declarations", "run_gate"]
@@ -154,6 +154,7 @@ def run_gate(
     :param wait: seconds to wait for earlier pending nights to be judged.
     :param provenance: ``commit_sha``, ``training_job_id`` and any free-form fields, stored with the run.
     :raises RecordError, DeclarationError, StoreInputError: bad input; nothing was stored.
+    :raises TypeError: ``store`` is neither a URL nor an open store.
     :raises StoreUnavailable: the store cannot be reached, or earlier nights are still pending
         (``EarlierRunsPending``); try again later.
     """
@@ -167,11 +168,7 @@ def run_gate(
     run = RunInfo(run_id=run_id or new_run_id(), role=role, logical_date=_logical_date(logical_date),
                   provenance={"source": "python", **(provenance or {})})
     identity = SeriesIdentity(series, backend, suite)
-    if isinstance(store, MetricStore):
-        verdict = _run_gate(store, record=record, declarations=resolved, identity=identity, run=run,
+    with opened_store(store) as opened:
+        verdict = _run_gate(opened, record=record, declarations=resolved, identity=identity, run=run,
                             format=format, wait=wait, **options)
-    else:
-        with open_store(store) as opened:
-            verdict = _run_gate(opened, record=record, declarations=resolved, identity=identity, run=run,
-                                format=format, wait=wait, **options)
     return Verdict.from_dict(verdict)

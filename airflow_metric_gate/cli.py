@@ -66,29 +66,34 @@ def _logical_date(text: str | None) -> datetime:
     return utc(value)
 
 
-def _int_in(name: str, low: int, high: int | None, expected: str) -> Callable[[str], int]:
+def _int_in(low: int, high: int | None, expected: str) -> Callable[[str], int]:
     """Return an argparse type: an integer from ``low`` to ``high`` (no upper end when ``None``).
 
-    :param name: the type's name in argparse's "invalid <name> value" message.
+    Every refusal is a plain message (``not an integer: 'x'``, ``must be ...``), never argparse's
+    "invalid <function name> value".
+
     :param low: the smallest value.
     :param high: the largest value, if any.
     :param expected: what the message says the value must be.
     """
 
     def parse(text: str) -> int:
-        value = int(text)
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
         if value < low or (high is not None and value > high):
             raise argparse.ArgumentTypeError(f"must be {expected}, got {value}")
         return value
 
-    parse.__name__ = name
+    parse.__name__ = "integer"  # what argparse would name it in a message of its own
     return parse
 
 
-_positive = _int_in("_positive", 1, MAX_STEP, f"from 1 to {MAX_STEP}")
-_stored_step = _int_in("_stored_step", -1, MAX_STEP, f'-1 (steps "last") or from 0 to {MAX_STEP}')
-_history_limit = _int_in("_history_limit", 1, MAX_HISTORY_LIMIT, f"from 1 to {MAX_HISTORY_LIMIT}")
-_non_negative = _int_in("_non_negative", 0, None, ">= 0")
+_positive = _int_in(1, MAX_STEP, f"from 1 to {MAX_STEP}")
+_stored_step = _int_in(-1, MAX_STEP, f'-1 (steps "last") or from 0 to {MAX_STEP}')
+_history_limit = _int_in(1, MAX_HISTORY_LIMIT, f"from 1 to {MAX_HISTORY_LIMIT}")
+_non_negative = _int_in(0, None, ">= 0")
 
 
 def _table_rows_option(parser: argparse.ArgumentParser) -> None:
@@ -220,8 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--suite", default="default", help="schedule or cluster (default: default)")
     replay.add_argument("--gates", metavar="FILE",
                         help="judge with these declarations (default: the ones stored with each night)")
-    replay.add_argument("--history-limit", type=_positive, default=DEFAULT_HISTORY_LIMIT,
-                        help=f"baseline runs to compare with (default: {DEFAULT_HISTORY_LIMIT})")
+    replay.add_argument("--history-limit", type=_history_limit, default=DEFAULT_HISTORY_LIMIT,
+                        help=f"baseline runs to compare with, 1 to {MAX_HISTORY_LIMIT} "
+                        f"(default: {DEFAULT_HISTORY_LIMIT})")
     replay.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY,
                         help=f"baseline values needed before a coordinate is judged (default: {DEFAULT_MIN_HISTORY})")
     replay.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference (default: mean)")
@@ -341,7 +347,7 @@ def _report_skipped(skipped: Sequence[tuple[str, str]]) -> None:
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    with open_store(args.store) as store:
+    with open_store(args.store, read_only=True) as store:
         rows = store.history(args.metric_key, series=args.series, backend=args.backend, suite=args.suite,
                              step=args.step, limit=args.limit)
     if args.json:
@@ -406,7 +412,7 @@ def _cmd_mark(args: argparse.Namespace) -> int:
 
 
 def _cmd_runs(args: argparse.Namespace) -> int:
-    with open_store(args.store) as store:
+    with open_store(args.store, read_only=True) as store:
         runs = store.list_runs(series=args.series, backend=args.backend, suite=args.suite, limit=args.limit)
     table = [
         {"run_id": r.run_id, "series": r.series, "backend": r.backend, "suite": r.suite,
@@ -430,7 +436,7 @@ def _cmd_runs(args: argparse.Namespace) -> int:
 def _cmd_show(args: argparse.Namespace) -> int:
     from airflow_metric_gate.pipeline import evaluate
 
-    with open_store(args.store) as store:
+    with open_store(args.store, read_only=True) as store:
         if store.get_run(args.run_id) is None:
             raise StoreInputError(f"no run {args.run_id!r} in the metric store; see `metric-gate runs`")
         verdict = evaluate(store, args.run_id, history_limit=args.history_limit, min_history=args.min_history,
@@ -447,7 +453,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     from airflow_metric_gate.replay import render_replay, replay
 
     declarations = load_gates_file(args.gates) if args.gates else None
-    with open_store(args.store) as store:
+    with open_store(args.store, read_only=True) as store:
         report = replay(store, args.series, args.backend, args.suite, declarations=declarations,
                         history_limit=args.history_limit, min_history=args.min_history, aggregate=args.aggregate,
                         trust=args.trust)

@@ -21,18 +21,21 @@ rebaseline marker.  Which runs count as trusted is the ``trust`` setting:
 
 from __future__ import annotations
 
+import os
 from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
+from airflow_metric_gate.api import load_declarations
 from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
 from airflow_metric_gate.enums import ERROR, STATUSES, RunStatus
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.judging import judge_run
 from airflow_metric_gate.pipeline import check_evaluate_options
+from airflow_metric_gate.printable import printable_copy
 from airflow_metric_gate.rules import declaration_summary, rule_options
-from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError
+from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, opened_store
 
 TRUST_MODES = ("replayed", "stored")
 
@@ -58,12 +61,12 @@ class _Gate:
 
 
 def replay(
-    store: MetricStore,
+    store: str | MetricStore | None,
     series: str,
     backend: str = "cuda",
     suite: str = "default",
     *,
-    declarations: Sequence[GateDeclaration] | None = None,
+    declarations: str | os.PathLike | Sequence[Mapping[str, Any] | GateDeclaration] | None = None,
     history_limit: int = DEFAULT_HISTORY_LIMIT,
     min_history: int = DEFAULT_MIN_HISTORY,
     aggregate: str = "mean",
@@ -81,11 +84,15 @@ def replay(
     differ are bad input.  Nights run in logical-date order; nights with the same logical date do
     not see each other (as in evaluation).
 
-    :param store: the metric store.
+    :param store: a store URL (``sqlite:///...``, ``postgresql://...``), opened for reading and
+        closed by the call (a SQLite file must exist), or an open store (left open); ``None``:
+        ``$METRIC_GATE_STORE``, else the embedded default.
     :param series: the series name.
     :param backend: the backend.
     :param suite: the suite.
-    :param declarations: declarations to judge with instead of the stored ones.
+    :param declarations: declarations to judge with instead of the stored ones: anything
+        :func:`~airflow_metric_gate.api.load_declarations` accepts (a gates file, a list of
+        mappings or of resolved declarations).
     :param history_limit: how many earlier trusted baseline runs form a baseline.
     :param min_history: fewer baseline values make a coordinate INACTIVE.
     :param aggregate: ``mean`` or ``median``.
@@ -94,9 +101,31 @@ def replay(
         replayed status is ``None`` when none of the given declarations can be replayed),
         ``declarations`` (per declaration, the nights that would fail and their FAIL/ERROR
         results), ``not_replayable``, ``warnings`` and ``summary``.
-    :raises StoreInputError: on bad settings or when the store has no run of the series identity.
-    :raises DeclarationError: two given declarations of one coordinate differ.
+    :raises StoreInputError: on bad settings, a SQLite file that does not exist, or when the store
+        has no run of the series identity.
+    :raises DeclarationError: a given declaration is invalid, or two of one coordinate differ.
+    :raises TypeError: ``store`` is neither a URL nor an open store, or ``declarations`` is no
+        source of declarations.
     """
+    if declarations is not None:
+        declarations = load_declarations(declarations)
+    with opened_store(store, read_only=True) as opened:
+        return _replay(opened, series, backend, suite, declarations=declarations, history_limit=history_limit,
+                       min_history=min_history, aggregate=aggregate, trust=trust)
+
+
+def _replay(
+    store: MetricStore,
+    series: str,
+    backend: str,
+    suite: str,
+    *,
+    declarations: Sequence[GateDeclaration] | None,
+    history_limit: int,
+    min_history: int,
+    aggregate: str,
+    trust: str,
+) -> dict:
     check_evaluate_options(history_limit=history_limit, min_history=min_history, aggregate=aggregate)
     warnings: list[str] = []
     if declarations is not None:
@@ -309,9 +338,14 @@ def _describe(result: dict) -> str:
 def render_replay(report: dict, *, max_coordinates: int = 5) -> str:
     """Return a replay report as text: per declaration its failing nights, then what changed.
 
+    Control characters in stored names (series, metric keys, steps and constraint literals, run
+    ids, reasons) are escaped (:func:`~airflow_metric_gate.printable.printable`), as in every report
+    of the package: a stored key cannot start a line of its own.
+
     :param report: from :func:`replay`.
     :param max_coordinates: at most this many coordinates listed per night and declaration.
     """
+    report = printable_copy(report)
     st = report["settings"]
     lines = [
         f"replay of series {report['series']} (backend {report['backend']}, suite {report['suite']}): "

@@ -9,7 +9,7 @@ NaN burst, a metric that vanishes.  Every night goes through the package's own p
 persist, evaluate) on the embedded SQLite store, with the default declarations and settings.
 
     python benchmarks/accuracy.py                  # a year per injected kind (a few minutes)
-    python benchmarks/accuracy.py --write-docs     # also rewrite the table in docs/accuracy.md
+    python benchmarks/accuracy.py --write-docs     # also rewrite the table in docs/accuracy.md (full scale only)
     python benchmarks/accuracy.py --scale smoke    # seconds; what the test suite runs
 
 Deterministic from ``--seed``: the same seed gives the same table.
@@ -338,8 +338,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
     parser.add_argument("--seed", type=int, default=12)
     parser.add_argument("--output", help="also write the figures as JSON to this file")
-    parser.add_argument("--write-docs", action="store_true", help="rewrite the results table in docs/accuracy.md")
+    parser.add_argument("--write-docs", action="store_true",
+                        help="rewrite the results table in docs/accuracy.md (only with --scale full)")
     args = parser.parse_args(argv)
+    if args.write_docs and args.scale != "full":
+        parser.error(f"--write-docs needs --scale full (got --scale {args.scale}): the page shows full-scale figures")
     variants = {name: measure(args.scale, args.seed, options) for name, options in VARIANTS.items()}
     text = tables(variants)
     print(text)

@@ -45,6 +45,8 @@ class MetricStore:
     outage_errors: tuple[type[BaseException], ...] = ()
     #: Base class of the driver's errors.
     driver_errors: tuple[type[BaseException], ...] = ()
+    #: Opened for a caller that only reads: the schema is checked, never created or upgraded.
+    read_only = False
 
     def __init__(self, connect: Callable[[], Any], *, description: str = "") -> None:
         self._connect = connect
@@ -77,15 +79,27 @@ class MetricStore:
         """Return the driver error to chain to a store error, or ``None`` when its text shows a secret."""
         return exc
 
+    def _refusal(self, exc: BaseException) -> str | None:
+        """Return why an error is the driver's refusal that no retry cures (a permission), else ``None``.
+
+        Such an error is bad input (:class:`StoreInputError`), not an outage.  Dialects override;
+        ``exc`` may be any exception.
+        """
+        return None
+
     def _connection(self) -> Any:
         if self._conn is None:
             try:
                 self._conn = self._connect()
-            except self.outage_errors as exc:
-                raise StoreUnavailable(
-                    f"cannot connect to the metric store ({self.description}): {self._error_text(exc)}"
-                ) from self._cause(exc)
-            except self.driver_errors as exc:  # the driver refused the settings themselves
+            except (*self.outage_errors, *self.driver_errors) as exc:
+                refusal = self._refusal(exc)
+                if refusal is not None:
+                    raise StoreInputError(f"metric store ({self.description}): {refusal}") from self._cause(exc)
+                if isinstance(exc, self.outage_errors):
+                    raise StoreUnavailable(
+                        f"cannot connect to the metric store ({self.description}): {self._error_text(exc)}"
+                    ) from self._cause(exc)
+                # the driver refused the settings themselves
                 raise StoreInputError(
                     f"invalid connection settings of the metric store ({self.description}): {self._error_text(exc)}"
                 ) from self._cause(exc)
@@ -108,7 +122,10 @@ class MetricStore:
     @contextmanager
     def _transaction(self, *, schema: bool = True):
         if schema and not self._schema_ready:
-            self.upgrade()
+            if self.read_only:
+                self._check_schema()
+            else:
+                self.upgrade()
         conn = self._connection()
         cur = conn.cursor()
         try:
@@ -120,6 +137,9 @@ class MetricStore:
                 conn.rollback()
             except Exception:  # noqa: S110 - the original error is the one worth raising
                 pass
+            refusal = self._refusal(exc)
+            if refusal is not None:
+                raise StoreInputError(f"metric store ({self.description}): {refusal}") from self._cause(exc)
             if isinstance(exc, self.outage_errors):
                 self.close()
                 raise StoreUnavailable(
@@ -159,6 +179,34 @@ class MetricStore:
     def _table_exists(self, cur: Any, name: str) -> bool:
         raise NotImplementedError
 
+    def _newer_schema(self, version: int) -> StoreError:
+        return StoreError(
+            f"metric store ({self.description}) is at schema version {version}, newer than this "
+            f"package's {SCHEMA_VERSION}; upgrade airflow-metric-gate"
+        )
+
+    def _check_schema(self) -> None:
+        """For a store opened read-only: its schema must be this package's, since nothing upgrades it.
+
+        :raises StoreInputError: the store has no tables, or an older schema.
+        :raises StoreError: the schema is newer than this package's.
+        """
+        version = self.schema_version()
+        if version == 0:
+            raise StoreInputError(
+                f"metric store ({self.description}) has no metric-gate tables: it is no metric store, or an "
+                "empty one (a command that only reads creates no tables; `metric-gate db upgrade` does)"
+            )
+        if version < SCHEMA_VERSION:
+            raise StoreInputError(
+                f"metric store ({self.description}) is at schema version {version}, older than this package's "
+                f"{SCHEMA_VERSION}, and a command that only reads does not upgrade it: run "
+                "`metric-gate db upgrade` with the same --store first"
+            )
+        if version > SCHEMA_VERSION:
+            raise self._newer_schema(version)
+        self._schema_ready = True
+
     def upgrade(self) -> tuple[int, int]:
         """Create or upgrade the schema to the version this package knows.
 
@@ -168,10 +216,7 @@ class MetricStore:
             self._lock_schema(cur)
             before = self._read_version(cur)
             if before > SCHEMA_VERSION:
-                raise StoreError(
-                    f"metric store ({self.description}) is at schema version {before}, newer than this "
-                    f"package's {SCHEMA_VERSION}; upgrade airflow-metric-gate"
-                )
+                raise self._newer_schema(before)
             now = self._ts(datetime.now(timezone.utc))
             for version in range(before + 1, SCHEMA_VERSION + 1):
                 for statement in migration_statements(version, self.dialect):

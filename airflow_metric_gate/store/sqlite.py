@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 import sqlite3
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from airflow_metric_gate.dates import utc
 from airflow_metric_gate.store.base import MetricStore
+from airflow_metric_gate.store.errors import StoreInputError
 from airflow_metric_gate.store.urls import DEFAULT_SQLITE_TIMEOUT, parse_sqlite_url
 
 
@@ -17,28 +19,41 @@ class SQLiteStore(MetricStore):
 
     :param path: the database file; created with its folder on first use. ``":memory:"`` works too.
     :param timeout: seconds to wait for a lock held by another writer.
+    :param read_only: for a caller that only reads: the file must exist (a missing one is
+        :class:`StoreInputError`, and nothing is created), and it is opened read-only, so a file
+        this user may read but not write serves too.  Its journal mode is left as it is, and its
+        schema is checked, never created or upgraded.  When the file is in WAL mode and SQLite
+        cannot create its shared-memory file (the folder is not writable), the file is read as an
+        immutable snapshot, provided no ``-wal`` file holds changes not yet in it.  Ignored for
+        ``":memory:"``.
     """
 
     dialect = "sqlite"
     outage_errors = (sqlite3.OperationalError,)
     driver_errors = (sqlite3.Error,)
 
-    def __init__(self, path: str | os.PathLike, *, timeout: float = DEFAULT_SQLITE_TIMEOUT) -> None:
+    def __init__(
+        self, path: str | os.PathLike, *, timeout: float = DEFAULT_SQLITE_TIMEOUT, read_only: bool = False
+    ) -> None:
         self.path = os.fspath(path)
         self.timeout = timeout
+        self.read_only = read_only and self.path != ":memory:"
         super().__init__(self._open, description=f"sqlite {self.path}")
 
     @classmethod
-    def from_url(cls, url: str) -> SQLiteStore:
+    def from_url(cls, url: str, *, read_only: bool = False) -> SQLiteStore:
         """Open a store from a ``sqlite:///PATH[?timeout=SECONDS]`` URL.
 
         :param url: the store URL.
+        :param read_only: see the class.
         :raises StoreInputError: an unknown query parameter or a bad value.
         """
         path, timeout = parse_sqlite_url(url)
-        return cls(path, timeout=timeout)
+        return cls(path, timeout=timeout, read_only=read_only)
 
     def _open(self) -> sqlite3.Connection:
+        if self.read_only:
+            return self._open_read_only()
         if self.path != ":memory:":
             folder = os.path.dirname(os.path.abspath(self.path))
             os.makedirs(folder, exist_ok=True)
@@ -48,11 +63,48 @@ class SQLiteStore(MetricStore):
             conn.execute("PRAGMA journal_mode = WAL")
         return conn
 
+    def _open_read_only(self) -> sqlite3.Connection:
+        if not os.path.isfile(self.path):
+            raise StoreInputError(
+                f"no metric store at {self.path}: a command that only reads creates none (check --store; "
+                "`metric-gate run` or `metric-gate db upgrade` creates the store)"
+            )
+        uri = f"{Path(os.path.abspath(self.path)).as_uri()}?mode=ro"
+        conn = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # opens a WAL file's index
+            return conn
+        except sqlite3.OperationalError as exc:
+            conn.close()
+            read_only = _is_read_only_error(exc)
+            if not (read_only or _has_code(exc, _SQLITE_CANTOPEN)):
+                raise
+            # A WAL file whose folder this user cannot write: SQLite cannot create its shared-memory
+            # file.  With no -wal file, everything is in the database file: read it as it is.
+            if os.path.exists(f"{self.path}-wal"):
+                raise StoreInputError(
+                    f"cannot read the metric store {self.path}: its folder is not writable by this user, and "
+                    f"{self.path}-wal holds changes not yet in the file (a writer has it open, or did not close "
+                    "it); read it when the writer is done, or as a user who may write to the folder"
+                ) from exc
+            if not read_only:
+                raise
+        return sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=self.timeout, isolation_level=None)
+
+    def _refusal(self, exc: BaseException) -> str | None:
+        if not isinstance(exc, sqlite3.Error) or not _is_read_only_error(exc):
+            return None
+        return (
+            f"the file {self.path} or its folder is not writable by this user ({self._error_text(exc)}); "
+            "a command that writes needs write access to both, and retrying will not help"
+        )
+
     def _sql(self, sql: str) -> str:
         return sql.replace("%s", "?")
 
     def _begin(self, cur: Any) -> None:
-        cur.execute("BEGIN IMMEDIATE")
+        # a writer takes the write lock up front; a read-only connection cannot take it
+        cur.execute("BEGIN" if self.read_only else "BEGIN IMMEDIATE")
 
     def _ts(self, dt: datetime) -> str:
         # Fixed-width UTC text sorts in time order.
@@ -67,3 +119,26 @@ class SQLiteStore(MetricStore):
     def _table_exists(self, cur: Any, name: str) -> bool:
         cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
         return cur.fetchone() is not None
+
+
+#: SQLite's primary result codes (the extended codes, such as ``SQLITE_READONLY_DIRECTORY``, share
+#: them in their low byte): writing to a read-only database, and a file that cannot be opened.
+_SQLITE_READONLY = 8
+_SQLITE_CANTOPEN = 14
+
+
+#: Their messages, for Python before 3.11 (no ``sqlite_errorcode``).
+_MESSAGES = {_SQLITE_READONLY: "readonly database", _SQLITE_CANTOPEN: "unable to open database file"}
+
+
+def _has_code(exc: BaseException, code: int) -> bool:
+    """Whether a SQLite error has this primary result code."""
+    full = getattr(exc, "sqlite_errorcode", None)
+    if full is not None:
+        return full & 0xFF == code
+    return _MESSAGES[code] in str(exc)
+
+
+def _is_read_only_error(exc: BaseException) -> bool:
+    """Whether a SQLite error says the database, or its folder, cannot be written."""
+    return _has_code(exc, _SQLITE_READONLY)

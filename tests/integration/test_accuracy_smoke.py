@@ -70,3 +70,17 @@ def test_replay_speed_smoke_run(tmp_path):
     # the read alone passes over every stored value once: 30 nights x 500 coordinates
     assert figures["values_read"] == figures["nights"] * figures["coords"] == 15_000
     assert figures["read_only_s"] >= 0 and "read_only_vs_one_night_evaluate" in figures
+
+
+def test_write_docs_is_refused_below_full_scale():
+    page = ROOT / "docs" / "accuracy.md"
+    before = page.read_bytes()
+    try:
+        proc = _run("accuracy.py", "--write-docs")  # --scale smoke
+        after = page.read_bytes()
+    finally:
+        page.write_bytes(before)  # a failing run must not leave smoke figures in the docs
+    assert proc.returncode == 2, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "--write-docs needs --scale full" in proc.stderr
+    assert proc.stdout == ""  # refused before measuring anything
+    assert after == before

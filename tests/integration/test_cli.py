@@ -265,6 +265,8 @@ def test_read_only_commands_never_say_nothing_was_stored(capsys, store_url, argv
 
 
 def test_show_of_an_unknown_run_points_to_runs(capsys, store_url):
+    with open_store(store_url) as store:
+        store.upgrade()  # a store with no runs (show never creates one)
     code, _, err = _run(capsys, "show", "nope", "--store", store_url)
     assert code == 2
     assert "no run 'nope' in the metric store; see `metric-gate runs`" in err and "persist" not in err

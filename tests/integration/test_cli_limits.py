@@ -507,3 +507,27 @@ def test_every_key_at_its_limit_is_stored_on_both_stores(capsys, tmp_path, store
                         "--backend", name, "--suite", name, "--run-id", name, "--commit", name)
     assert code == 0, err
     assert _counts(store_url) == (1, len(steps))
+
+
+@pytest.mark.parametrize("value", [0, 501])
+def test_replay_history_limit_is_checked_like_run_and_show(capsys, tmp_path, value):
+    code, _, err = _run(capsys, "replay", "--series", "s", "--history-limit", value, "--store", _sqlite(tmp_path))
+    assert code == 2, err
+    assert f"argument --history-limit: must be from 1 to 500, got {value}" in err
+
+
+@pytest.mark.parametrize("argv", [["run", "r.jsonl", "--gates", "g.yaml", "--history-limit"],
+                                  ["run", "r.jsonl", "--gates", "g.yaml", "--max-results"],
+                                  ["history", "m", "--series", "s", "--step"],
+                                  ["history", "m", "--series", "s", "--limit"],
+                                  ["runs", "--limit"],
+                                  ["show", "r", "--table-rows"],
+                                  ["replay", "--series", "s", "--history-limit"],
+                                  ["replay", "--series", "s", "--min-history"],
+                                  ["demo", "--nights"]])
+def test_a_non_integer_option_is_named_plainly(capsys, argv):
+    code, _, err = _run(capsys, *argv, "1.5x")
+    assert code == 2, err
+    option = argv[-1]
+    assert f"argument {option}: not an integer: '1.5x'" in err
+    assert "invalid" not in err  # not argparse's "invalid _positive value"

@@ -123,3 +123,48 @@ def test_the_python_api_page_shows_the_example_unchanged() -> None:
     assert EXAMPLE.read_text(encoding="utf-8") in blocks, (
         "docs/python-api.md must show examples/python_api.py verbatim in a ```python block"
     )
+
+
+def _gate_four_nights(tmp_path: Path, store) -> None:
+    for i, (night, accuracy) in enumerate([("2026-11-01", 0.80), ("2026-11-02", 0.81), ("2026-11-03", 0.80),
+                                           ("2026-11-04", 0.70)]):
+        run_gate(_record(tmp_path, night, accuracy), GATES, series="rl-7b", store=store, run_id=f"night-{i}",
+                 logical_date=night)
+
+
+def test_replay_takes_a_store_url_or_an_open_store_and_any_declarations(tmp_path: Path, monkeypatch) -> None:
+    from airflow_metric_gate.replay import replay
+    from airflow_metric_gate.store.sqlite import SQLiteStore
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    _gate_four_nights(tmp_path, url)
+    with open_store(url) as store:
+        expected = replay(store, "rl-7b", declarations=load_declarations(GATES))
+        assert store._conn is not None  # an open store is left open
+    assert [f["run_id"] for g in expected["declarations"] for f in g["failed"]] == ["night-3"]
+    closed = []
+    close = SQLiteStore.close
+    monkeypatch.setattr(SQLiteStore, "close", lambda self: (closed.append(self.path), close(self)))
+    (tmp_path / "gates.json").write_text(json.dumps(GATES))
+    for declarations in (GATES, tmp_path / "gates.json", str(tmp_path / "gates.json"), load_declarations(GATES)):
+        assert replay(url, "rl-7b", declarations=declarations) == expected, declarations
+    assert closed == [str(tmp_path / "m.db")] * 4  # each store it opened is closed
+    monkeypatch.setenv("METRIC_GATE_STORE", url)
+    stored = replay(None, "rl-7b")  # the declarations stored with each night
+    assert stored["settings"]["declarations"] == "stored" and stored["summary"]["nights"] == 4
+
+
+def test_replay_refuses_what_is_neither_a_store_nor_declarations(tmp_path: Path) -> None:
+    from airflow_metric_gate.replay import replay
+
+    url = f"sqlite:///{tmp_path / 'm.db'}"
+    _gate_four_nights(tmp_path, url)
+    with pytest.raises(TypeError, match="store: expected a store URL or an open store, not int"):
+        replay(42, "rl-7b")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="expected a path or a list of mappings, not int"):
+        replay(url, "rl-7b", declarations=42)  # type: ignore[arg-type]
+    with pytest.raises(StoreInputError, match="no metric store at"):
+        replay(f"sqlite:///{tmp_path / 'missing.db'}", "rl-7b")  # read-only: nothing is created
+    assert not (tmp_path / "missing.db").exists()
+    with pytest.raises(TypeError, match="store: expected a store URL or an open store, not int"):
+        run_gate(_record(tmp_path, "n", 0.8), GATES, series="s", store=42)  # type: ignore[arg-type]

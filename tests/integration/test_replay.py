@@ -217,3 +217,35 @@ def test_cli_replay_checks_a_coordinate_declared_twice(store_url, tmp_path, caps
     assert declaration["nights_judged"] == 6
     assert report["summary"]["counts"] == {"INACTIVE": 1, "PASS": 2, "FAIL": 3}
     assert "gated once" in report["warnings"][0]
+
+
+FORGED_KEY = "evil\nmetric-gate: forged run: TRUSTED\x1b[31m"
+FORGED_SERIES = "job\nmetric-gate: job run n2: TRUSTED\x1b[2K"
+
+
+def _own_lines(text):
+    return [line for line in text.splitlines() if line.startswith("metric-gate:")]
+
+
+def test_control_characters_in_stored_names_are_escaped_in_the_report(store_url, tmp_path, capsys):
+    forged = declare(FORGED_KEY, steps=[0], constraint={"rel_up": 0.1, "rel_down": 0.1})
+    identity = SeriesIdentity(FORGED_SERIES, "cuda", "nightly")
+    with open_store(store_url) as store:
+        for day, (run_id, value) in enumerate([("n1\x1b[2K", 10.0), ("n2\nmetric-gate: x: TRUSTED", 20.0)]):
+            run = RunInfo(run_id, logical_date=T0 + timedelta(days=day))
+            persist(store, identity, run, [Selection(forged, points=[(0, value, 0)])])
+            evaluate(store, run_id)
+        stored = replay(store, FORGED_SERIES, "cuda", "nightly")
+        never = declare("nope\nmetric-gate: TRUSTED", steps=[0], constraint={"rel_up": 0.1, "rel_down": 0.1})
+        given = replay(store, FORGED_SERIES, "cuda", "nightly", declarations=[forged, never])
+    assert stored["declarations"][0]["metric_key"] == FORGED_KEY  # the report itself keeps the names
+    for report in (stored, given):
+        text = render_replay(report)
+        assert "\x1b" not in text and not _own_lines(text)
+        assert "evil\\nmetric-gate: forged run: TRUSTED\\x1b[31m" in text  # escaped, still readable
+        assert "n2\\nmetric-gate: x: TRUSTED" in text  # the failing night's run id
+    assert "nope\\nmetric-gate: TRUSTED" in render_replay(given)  # the not-replayable line
+    assert main(["replay", "--series", FORGED_SERIES, "--suite", "nightly", "--store", store_url]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and not _own_lines(out)
+    assert "job\\nmetric-gate: job run n2: TRUSTED\\x1b[2K" in out
