@@ -22,10 +22,10 @@ class SQLiteStore(MetricStore):
     :param read_only: for a caller that only reads: the file must exist (a missing one is
         :class:`StoreInputError`, and nothing is created), and it is opened read-only, so a file
         this user may read but not write serves too.  Its journal mode is left as it is, and its
-        schema is checked, never created or upgraded.  When the file is in WAL mode and SQLite
-        cannot create its shared-memory file (the folder is not writable), the file is read as an
-        immutable snapshot, provided no ``-wal`` file holds changes not yet in it.  Ignored for
-        ``":memory:"``.
+        schema is checked, never created or upgraded.  When SQLite cannot create the file's
+        shared-memory file (``-shm``, for a file in WAL mode whose folder this user cannot write),
+        the store is refused (:class:`StoreInputError`) rather than read without it, which could
+        misread pages a writer is checkpointing.  Ignored for ``":memory:"``.
     """
 
     dialect = "sqlite"
@@ -76,20 +76,16 @@ class SQLiteStore(MetricStore):
             return conn
         except sqlite3.OperationalError as exc:
             conn.close()
-            read_only = _is_read_only_error(exc)
-            if not (read_only or _has_code(exc, _SQLITE_CANTOPEN)):
+            if not (_is_read_only_error(exc) or _has_code(exc, _SQLITE_CANTOPEN)):
                 raise
             # A WAL file whose folder this user cannot write: SQLite cannot create its shared-memory
-            # file.  With no -wal file, everything is in the database file: read it as it is.
-            if os.path.exists(f"{self.path}-wal"):
-                raise StoreInputError(
-                    f"cannot read the metric store {self.path}: its folder is not writable by this user, and "
-                    f"{self.path}-wal holds changes not yet in the file (a writer has it open, or did not close "
-                    "it); read it when the writer is done, or as a user who may write to the folder"
-                ) from exc
-            if not read_only:
-                raise
-        return sqlite3.connect(f"{uri}&immutable=1", uri=True, timeout=self.timeout, isolation_level=None)
+            # file.  Reading the file as an immutable snapshot instead could read pages a writer is
+            # checkpointing at that moment, so the store is refused rather than misread.
+            raise StoreInputError(
+                f"cannot read the metric store {self.path}: SQLite needs to create {self.path}-shm next to it "
+                f"to read it safely, and this user cannot write to its folder ({self._error_text(exc)}); "
+                "read it as a user who may write to the folder, or read a copy of the file"
+            ) from exc
 
     def _refusal(self, exc: BaseException) -> str | None:
         if not isinstance(exc, sqlite3.Error) or not _is_read_only_error(exc):
