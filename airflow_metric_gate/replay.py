@@ -274,7 +274,7 @@ def _replay(
                 history.append(value)
 
     feed_seen: set = set()
-    # every value of the series in one ordered pass (the runs' order, then ordinal), read as it is judged;
+    # every value of the series in one ordered pass (the runs' order, then their keys), read as it is judged;
     # the runs' blocks say whose values they are
     stream = iter(store.iter_series_points(series, backend, suite))
     start = 0

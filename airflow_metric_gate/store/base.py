@@ -859,21 +859,23 @@ class MetricStore:
         """Return every run of one series identity in logical-date order with the blocks of its values.
 
         One statement.  A block is the values of one declaration in a run, ``(metric_key,
-        steps_key, constraint_key, count)``; a run's blocks come in key order (the keys compared by
-        code point), and :meth:`iter_series_points` yields their values in the same order, so that
-        replay reads no key per value.
+        steps_key, constraint_key, count)``; a run's blocks come in the order the database itself
+        sorts their keys in (:meth:`_key_order`, then :meth:`_in_key_order`), and
+        :meth:`iter_series_points` yields their values in that same order, so that replay reads no
+        key per value.
 
         :param series: the series name.
         :param backend: the backend.
         :param suite: the suite.
         """
-        aggregate = "json_agg" if self.dialect == "postgres" else "json_group_array"
-        array = "json_build_array" if self.dialect == "postgres" else "json_array"
-        text = "::text" if self.dialect == "postgres" else ""
-        blocks = (f"(SELECT {aggregate}({array}(metric_key, steps_key, constraint_key, n)){text} "
-                  "FROM (SELECT metric_key, steps_key, constraint_key, count(*) AS n "
-                  "FROM metric_values w WHERE w.run_id = runs.run_id "
-                  "GROUP BY metric_key, steps_key, constraint_key) b)")
+        if self.dialect == "postgres":  # the statement orders each run's blocks as the values are read
+            blocks = ("(SELECT json_agg(json_build_array(b.metric_key, b.steps_key, b.constraint_key, b.n) "
+                      f"ORDER BY {self._key_order('b')})::text ")
+        else:
+            blocks = "(SELECT json_group_array(json_array(b.metric_key, b.steps_key, b.constraint_key, b.n)) "
+        blocks += ("FROM (SELECT metric_key, steps_key, constraint_key, count(*) AS n "
+                   "FROM metric_values w WHERE w.run_id = runs.run_id "
+                   "GROUP BY metric_key, steps_key, constraint_key) b)")
         with self._transaction() as cur:
             self._execute(
                 cur,
@@ -882,9 +884,29 @@ class MetricStore:
                 (series, backend, suite),
             )
             rows = cur.fetchall()
-        # the order iter_series_points reads a run's values in: by keys, code point by code point
-        return [(self._run_from_row(row), sorted(tuple(b) for b in json.loads(row[len(row) - 1] or "[]")))
+        return [(self._run_from_row(row), self._in_key_order(json.loads(row[len(row) - 1] or "[]")))
                 for row in rows]
+
+    def _key_order(self, alias: str) -> str:
+        """The ``ORDER BY`` terms of a run's values by their keys, the same in both statements of replay.
+
+        Text is compared byte by byte as the database stores it (``COLLATE "C"`` on PostgreSQL,
+        SQLite's default), never by a language's collation.
+
+        :param alias: the table alias.
+        """
+        c = ' COLLATE "C"' if self.dialect == "postgres" else ""
+        return f"{alias}.metric_key{c}, {alias}.steps_key{c}, {alias}.constraint_key{c}"
+
+    def _in_key_order(self, blocks: list[list]) -> list[tuple[str, str, str, int]]:
+        """Return a run's blocks in the order :meth:`_key_order` sorts their values in.
+
+        The statement of :meth:`series_runs_and_blocks` already ordered them; a dialect whose
+        aggregate cannot order overrides this.
+
+        :param blocks: ``[metric_key, steps_key, constraint_key, count]`` lists.
+        """
+        return [tuple(b) for b in blocks]  # type: ignore[misc]
 
     def iter_series_points(
         self, series: str, backend: str, suite: str, *, batch: int = 10_000
@@ -896,20 +918,16 @@ class MetricStore:
         blocks say which declaration each value belongs to.  One statement, fetched in batches,
         whatever the number of runs or coordinates.  The order is the one of the unique key of the
         values, so the embedded store reads them from its index without sorting (the run's rowid
-        tells it that no two runs share a place in the order); the text keys are compared by code
-        point (byte order of UTF-8) on both stores, as Python compares them.
+        tells it that no two runs share a place in the order); the text keys are compared as
+        :meth:`_key_order` says.
 
         :param series: the series name.
         :param backend: the backend.
         :param suite: the suite.
         :param batch: rows fetched at a time.
         """
-        if self.dialect == "postgres":
-            keys = 'v.metric_key COLLATE "C", v.steps_key COLLATE "C", v.constraint_key COLLATE "C"'
-            run = "r.logical_date, r.run_id"
-        else:
-            keys = "v.metric_key, v.steps_key, v.constraint_key"
-            run = "r.logical_date, r.run_id, r.rowid"
+        run = "r.logical_date, r.run_id" if self.dialect == "postgres" else "r.logical_date, r.run_id, r.rowid"
+        keys = self._key_order("v")
         sql = (
             "SELECT v.step, v.value, v.at_step "
             "FROM metric_values v JOIN runs r ON r.run_id = v.run_id "

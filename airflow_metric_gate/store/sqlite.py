@@ -95,6 +95,14 @@ class SQLiteStore(MetricStore):
             "a command that writes needs write access to both, and retrying will not help"
         )
 
+    def _in_key_order(self, blocks: list[list]) -> list[tuple[str, str, str, int]]:
+        # SQLite compares text with memcmp() in the file's own encoding: UTF-8 bytes sort as Python
+        # compares code points, UTF-16 bytes (a file created with another PRAGMA encoding) do not
+        codec = _CODECS[self._connection().execute("PRAGMA encoding").fetchone()[0]]
+        if codec is None:
+            return sorted(tuple(b) for b in blocks)  # type: ignore[misc]
+        return sorted((tuple(b) for b in blocks), key=lambda b: tuple(k.encode(codec) for k in b[:3]))  # type: ignore[misc]
+
     def _sql(self, sql: str) -> str:
         return sql.replace("%s", "?")
 
@@ -138,3 +146,7 @@ def _has_code(exc: BaseException, code: int) -> bool:
 def _is_read_only_error(exc: BaseException) -> bool:
     """Whether a SQLite error says the database, or its folder, cannot be written."""
     return _has_code(exc, _SQLITE_READONLY)
+
+
+#: How a SQLite file stores text (``PRAGMA encoding``), as a Python codec; ``None``: UTF-8.
+_CODECS = {"UTF-8": None, "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}

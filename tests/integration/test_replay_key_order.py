@@ -1,15 +1,16 @@
 """Replay reads a night's values in the order of their keys, not in the order they were declared.
 
 The values of a night come from the store ordered by ``(metric_key, steps_key, constraint_key,
-step)``, with the text keys compared by code point on both stores: these tests declare metrics in
+step)``, the text compared byte by byte as the database stores it: these tests declare metrics in
 an order that is not that one, list steps unsorted, and use keys whose order differs between code
-points and a natural-language collation, then check that replay judges every value against its
-own coordinate exactly as evaluation did.
+points, a natural-language collation and the bytes of other text encodings, then check that
+replay judges every value against its own coordinate exactly as evaluation did.
 """
 
 from __future__ import annotations
 
 import random
+import sqlite3
 import uuid
 from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit, urlunsplit
@@ -28,24 +29,29 @@ STEPS = [7, 2, 5, 0]  # listed unsorted: stored in this order, read back in step
 # Declared in neither code-point order (Z < _ < z < ä) nor dictionary order (_ a ä z); levels far
 # apart, so a value judged against another metric's history would fail.
 LEVELS = {"zeta/loss": 2.0, "Zeta/kl": 0.02, "_x/reward": 5.0, "ä/grad_norm": 1.5}
-DECLARATIONS = [declare(metric, steps=STEPS, constraint={"rel_up": 0.05, "rel_down": 0.05}) for metric in LEVELS]
+# Code point order: А (U+0410) before ё (U+0451); windows-1251 bytes: ё (0xB8) before А (0xC0).
+CYRILLIC = {"ё/loss": 50.0, "zeta/kl": 0.02, "А/loss": 2.0}
+# Code point order: ÿ (U+00FF) before Ā (U+0100); UTF-16LE bytes: Ā (00 01) before ÿ (FF 00).
+LATIN = {"Ā/loss": 50.0, "zeta/kl": 0.02, "ÿ/loss": 2.0}
 
 
-def _night(rng: random.Random) -> list[Selection]:
+def _night(rng: random.Random, declarations: list, levels: dict[str, float]) -> list[Selection]:
     selections = []
-    for d in DECLARATIONS:
+    for d in declarations:
         shift = rng.choice([0.0] * 6 + [0.2])  # now and then a night leaves the band
-        points = [(step, LEVELS[d.metric_key] * (1 + 0.01 * rng.gauss(0, 1) + shift), step) for step in STEPS]
+        points = [(step, levels[d.metric_key] * (1 + 0.01 * rng.gauss(0, 1) + shift), step) for step in STEPS]
         selections.append(Selection(d, points=points))
     return selections
 
 
-def _check_replay_matches_evaluation(store) -> None:
+def _check_replay_matches_evaluation(store, levels: dict[str, float] = LEVELS) -> None:
+    declarations = [declare(metric, steps=STEPS, constraint={"rel_up": 0.05, "rel_down": 0.05}) for metric in levels]
     rng = random.Random(4)
     verdicts = {}
     for night in range(12):
         run_id = f"night-{night:02d}"
-        persist(store, IDENTITY, RunInfo(run_id, logical_date=T0 + timedelta(days=night)), _night(rng))
+        persist(store, IDENTITY, RunInfo(run_id, logical_date=T0 + timedelta(days=night)),
+                _night(rng, declarations, levels))
         verdicts[run_id] = evaluate(store, run_id, all_results=True, max_results=None)
 
     report = replay(store, IDENTITY.series, IDENTITY.backend, IDENTITY.suite)
@@ -102,3 +108,40 @@ def test_replay_on_a_database_that_sorts_text_by_dictionary_order(pg_natural_col
             store._execute(cur, "SELECT k FROM (VALUES ('zeta/loss'), ('Zeta/kl'), ('_x/reward')) t(k) ORDER BY k")
             assert [k for (k,) in cur.fetchall()] != sorted(["zeta/loss", "Zeta/kl", "_x/reward"])
         _check_replay_matches_evaluation(store)
+
+
+@pytest.fixture
+def pg_windows_1251_url(pg_database_url):
+    """A fresh Postgres database that stores text in windows-1251 (one byte a letter, not UTF-8)."""
+    import psycopg2
+
+    admin = psycopg2.connect(pg_database_url)
+    admin.autocommit = True
+    name = f"metric_gate_test_1251_{uuid.uuid4().hex[:12]}"
+    try:
+        with admin.cursor() as cur:
+            cur.execute(f"CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'WIN1251' LC_COLLATE 'C' LC_CTYPE 'C'")
+        parts = urlsplit(pg_database_url)
+        yield urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        admin.close()
+
+
+@pytest.mark.postgres
+def test_replay_on_a_database_that_does_not_store_text_as_utf8(pg_windows_1251_url):
+    with open_store(pg_windows_1251_url) as store:
+        _check_replay_matches_evaluation(store, CYRILLIC)
+
+
+def test_replay_on_a_sqlite_file_that_stores_text_as_utf16(tmp_path):
+    path = tmp_path / "utf16.db"
+    conn = sqlite3.connect(path)  # the encoding is fixed when the file gets its first table
+    conn.execute("PRAGMA encoding = 'UTF-16le'")
+    conn.execute("CREATE TABLE first (x)")
+    conn.execute("DROP TABLE first")
+    conn.close()
+    with open_store(f"sqlite:///{path}") as store:
+        assert store._connection().execute("PRAGMA encoding").fetchone()[0] == "UTF-16le"
+        _check_replay_matches_evaluation(store, LATIN)
