@@ -70,6 +70,10 @@ def test_replay_speed_smoke_run(tmp_path):
     # the read alone passes over every stored value once: 30 nights x 500 coordinates
     assert figures["values_read"] == figures["nights"] * figures["coords"] == 15_000
     assert figures["read_only_s"] >= 0 and "read_only_vs_one_night_evaluate" in figures
+    # the leanest judging loop and replay judge the same values against the same windows (nothing
+    # fails on these quiet nights, so feeding every night, as the lean loop does, changes nothing)
+    assert figures["lean_judging_failed"] == figures["replay_failed"]
+    assert figures["lean_judging_s"] >= 0 and "lean_judging_vs_one_night_evaluate" in figures
 
 
 def test_write_docs_is_refused_below_full_scale():

@@ -79,59 +79,48 @@ def test_replay_judges_each_value_against_its_own_coordinate(store):
 
 
 @pytest.fixture
-def pg_natural_collation_url(pg_database_url):
-    """A fresh Postgres database whose default collation orders text as a dictionary does (ICU ``und``)."""
+def pg_database_with(pg_database_url):
+    """Create fresh Postgres databases with ``CREATE DATABASE`` options; yield their URLs; drop them after."""
     import psycopg2
 
     admin = psycopg2.connect(pg_database_url)
     admin.autocommit = True
-    name = f"metric_gate_test_icu_{uuid.uuid4().hex[:12]}"
-    try:
+    names = []
+
+    def create(options: str) -> str:
+        name = f"metric_gate_test_{uuid.uuid4().hex[:12]}"
         with admin.cursor() as cur:
-            cur.execute("SELECT count(*) FROM pg_collation WHERE collprovider = 'i'")
-            if cur.fetchone()[0] == 0:
-                pytest.skip("this Postgres server is built without ICU collations")
-            cur.execute(f"CREATE DATABASE \"{name}\" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'und' "
-                        "LOCALE 'C.UTF-8'")
+            cur.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 {options}')
+        names.append(name)
         parts = urlsplit(pg_database_url)
-        yield urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+        return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
+
+    try:
+        yield create
     finally:
         with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            for name in names:
+                cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.close()
 
 
 @pytest.mark.postgres
-def test_replay_on_a_database_that_sorts_text_by_dictionary_order(pg_natural_collation_url):
-    with open_store(pg_natural_collation_url) as store:
+def test_replay_on_a_database_that_sorts_text_by_dictionary_order(pg_database_with):
+    with open_store(pg_database_with("LOCALE 'C.UTF-8'")) as plain, plain._transaction() as cur:
+        plain._execute(cur, "SELECT count(*) FROM pg_collation WHERE collprovider = 'i'")
+        if cur.fetchone()[0] == 0:
+            pytest.skip("this Postgres server is built without ICU collations")
+    with open_store(pg_database_with("LOCALE_PROVIDER icu ICU_LOCALE 'und' LOCALE 'C.UTF-8'")) as store:
         with store._transaction() as cur:  # the database's own order is not the code-point order
             store._execute(cur, "SELECT k FROM (VALUES ('zeta/loss'), ('Zeta/kl'), ('_x/reward')) t(k) ORDER BY k")
             assert [k for (k,) in cur.fetchall()] != sorted(["zeta/loss", "Zeta/kl", "_x/reward"])
         _check_replay_matches_evaluation(store)
 
 
-@pytest.fixture
-def pg_windows_1251_url(pg_database_url):
-    """A fresh Postgres database that stores text in windows-1251 (one byte a letter, not UTF-8)."""
-    import psycopg2
-
-    admin = psycopg2.connect(pg_database_url)
-    admin.autocommit = True
-    name = f"metric_gate_test_1251_{uuid.uuid4().hex[:12]}"
-    try:
-        with admin.cursor() as cur:
-            cur.execute(f"CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'WIN1251' LC_COLLATE 'C' LC_CTYPE 'C'")
-        parts = urlsplit(pg_database_url)
-        yield urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
-    finally:
-        with admin.cursor() as cur:
-            cur.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-
-
 @pytest.mark.postgres
-def test_replay_on_a_database_that_does_not_store_text_as_utf8(pg_windows_1251_url):
-    with open_store(pg_windows_1251_url) as store:
+def test_replay_on_a_database_that_does_not_store_text_as_utf8(pg_database_with):
+    # windows-1251 stores a letter in one byte, in another order than UTF-8
+    with open_store(pg_database_with("ENCODING 'WIN1251' LC_COLLATE 'C' LC_CTYPE 'C'")) as store:
         _check_replay_matches_evaluation(store, CYRILLIC)
 
 
