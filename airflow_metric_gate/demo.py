@@ -259,6 +259,8 @@ def run_demo(workdir: str | None = None, nights: int = 5, *, fresh: bool = False
     _say(f"  {_cli()} runs --series {SERIES} --store sqlite:///{store_path}")
     if runs:
         _say(f"  {_cli()} show {runs[-1].run_id} --all --store sqlite:///{store_path}")
+        _say(f"  {_cli()} replay --series {SERIES} --backend {runs[-1].backend} --suite {runs[-1].suite} "
+             f"--store sqlite:///{store_path}")
     # `airflow dags test` runs the tasks in its own process: their logs are in its output, one file per night.
     last_log = logs / f"{outcomes[-1][0]}.log"
     _say(f"task logs of the regressed night (every task, in order): {last_log}")

@@ -136,9 +136,12 @@ def _replay(
     runs = [run for run, _ in runs_and_blocks]
     blocks_of = {run.run_id: blocks for run, blocks in runs_and_blocks}
     if not runs:
+        stored = sorted({(r.backend, r.suite) for r in store.list_runs(series=series, limit=1000)})
+        where = ("; it is stored under " + ", ".join(f"--backend {b} --suite {s}" for b, s in stored[:5])
+                 + (f" and {len(stored) - 5} more" if len(stored) > 5 else "")) if stored else ""
         raise StoreInputError(
             f"the metric store has no run of series {series!r} (backend {backend!r}, suite {suite!r}); "
-            "nothing to replay"
+            f"nothing to replay{where}"
         )
 
     given = declarations is not None

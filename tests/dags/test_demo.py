@@ -26,6 +26,13 @@ def test_demo_builds_history_then_fails_the_regressed_night(tmp_path):
     assert (tmp_path / "metric_gate.db").exists()
     assert f"metric-gate history rollout/raw_reward --series demo-rl --store sqlite:///{tmp_path}" in out
     assert "TRUSTED (121 results, 0 fail, 0 error)\n" in out  # the per-night summary line, nothing after it
+    # the replay command the demo prints works as printed: it re-judges the three nights
+    printed = re.search(r"\S*metric-gate (replay --series demo-rl .*)$", out, re.MULTILINE)
+    assert printed, out[-2000:]
+    replayed = subprocess.run([sys.executable, "-m", "airflow_metric_gate.cli", *printed.group(1).split()],
+                              capture_output=True, text=True, timeout=300, check=False)
+    assert replayed.returncode == 0, replayed.stderr
+    assert "1 of 3 night(s) would fail (stored: 1 untrusted)" in replayed.stdout
 
 
     # The task logs the demo points at exist and hold the regressed night's metric_gate.evaluate_gate log.

@@ -166,8 +166,18 @@ def test_replay_writes_nothing_and_reads_with_a_fixed_number_of_statements(fille
 
 
 def test_unknown_series_is_bad_input(filled):
-    with pytest.raises(StoreInputError, match="no run of series"):
+    with pytest.raises(StoreInputError, match="no run of series") as caught:
         replay(filled, "nope", "cuda", "nightly")
+    assert "stored under" not in str(caught.value)
+
+
+def test_a_series_stored_under_another_suite_names_where_it_is(filled):
+    with pytest.raises(StoreInputError) as caught:
+        replay(filled, IDENTITY.series)  # the default suite, where nothing was stored
+    assert str(caught.value) == (
+        "the metric store has no run of series 'job' (backend 'cuda', suite 'default'); nothing to replay; "
+        "it is stored under --backend cuda --suite nightly"
+    )
 
 
 def test_cli_replay(store_url, tmp_path, capsys):
