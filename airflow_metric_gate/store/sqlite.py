@@ -56,7 +56,16 @@ class SQLiteStore(MetricStore):
             return self._open_read_only()
         if self.path != ":memory:":
             folder = os.path.dirname(os.path.abspath(self.path))
-            os.makedirs(folder, exist_ok=True)
+            try:
+                os.makedirs(folder, exist_ok=True)
+            except OSError as exc:  # a permission or a file in the way: no retry cures it
+                raise StoreInputError(
+                    f"cannot create the folder of the metric store {self.path}: {exc.strerror}"
+                ) from exc
+            if not os.path.exists(self.path) and not os.access(folder, os.W_OK | os.X_OK):
+                raise StoreInputError(
+                    f"cannot create the metric store {self.path}: its folder is not writable by this user"
+                )
         conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
         conn.execute("PRAGMA foreign_keys = ON")
         if self.path != ":memory:":
@@ -69,6 +78,11 @@ class SQLiteStore(MetricStore):
                 f"no metric store at {self.path}: a command that only reads creates none (check --store; "
                 "`metric-gate run` or `metric-gate db upgrade` creates the store)"
             )
+        folder = os.path.dirname(os.path.abspath(self.path))
+        if os.access(self.path, os.W_OK) and os.access(folder, os.W_OK | os.X_OK):
+            # a user who may write opens it as writers do (no journal switch, no schema step follows): the
+            # last connection to close then folds the -wal file back and removes it and the -shm file
+            return sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
         uri = f"{Path(os.path.abspath(self.path)).as_uri()}?mode=ro"
         conn = sqlite3.connect(uri, uri=True, timeout=self.timeout, isolation_level=None)
         try:
@@ -91,8 +105,9 @@ class SQLiteStore(MetricStore):
         if not isinstance(exc, sqlite3.Error) or not _is_read_only_error(exc):
             return None
         return (
-            f"the file {self.path} or its folder is not writable by this user ({self._error_text(exc)}); "
-            "a command that writes needs write access to both, and retrying will not help"
+            f"the file {self.path}, its folder, or its -wal or -shm file is not writable by this user "
+            f"({self._error_text(exc)}); "
+            "a command that writes needs write access to all of them, and retrying will not help"
         )
 
     def _in_key_order(self, blocks: list[list]) -> list[tuple[str, str, str, int]]:

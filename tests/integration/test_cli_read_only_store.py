@@ -194,3 +194,32 @@ def test_a_writer_still_at_work_is_read_with_its_latest_changes(locked_store):
         assert "written, not checkpointed" in out
     finally:
         writer.close()
+
+
+def test_a_command_that_reads_leaves_no_file_beside_the_store(capsys, tmp_path):
+    path = tmp_path / "store.db"
+    _fill(path)
+    for argv in READ_ONLY:
+        code, _, err = _run(capsys, *argv, "--store", f"sqlite:///{path}")
+        assert code == 0, (argv, err)
+        assert sorted(os.listdir(tmp_path)) == ["store.db"], argv  # no -wal or -shm left behind
+
+
+@pytest.mark.parametrize("where", ["folder", "sub/folder"])
+def test_a_command_that_writes_a_new_store_in_a_folder_it_cannot_write_is_bad_input(tmp_path, where):
+    prefix = _as_a_user_held_to_permissions()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(_READ_ONLY_FOLDER)
+    try:
+        probe = subprocess.run([*prefix, sys.executable, "-c", f"open({str(locked / 'probe')!r}, 'a')"],
+                               capture_output=True)
+        if probe.returncode == 0:
+            pytest.skip("this process can write what is read-only: cannot test an unwritable folder")
+        path = locked / where / "x.db"
+        code, out, err = _cli(prefix, "db", "upgrade", "--store", f"sqlite:///{path}")
+        assert code == 2, err
+        assert "metric-gate: error: cannot create the" in err and str(path) in err, err
+        assert sorted(os.listdir(locked)) == []
+    finally:
+        locked.chmod(stat.S_IRWXU)
