@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import islice
+from itertools import chain, islice
 from typing import Any
 
 from airflow_metric_gate.api import load_declarations
@@ -35,7 +35,7 @@ from airflow_metric_gate.judging import judge_run
 from airflow_metric_gate.pipeline import check_evaluate_options
 from airflow_metric_gate.printable import printable_copy
 from airflow_metric_gate.rules import declaration_summary, rule_options
-from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, opened_store
+from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, opened_store
 
 TRUST_MODES = ("replayed", "stored")
 
@@ -106,6 +106,8 @@ def replay(
     :raises DeclarationError: a given declaration is invalid, or two of one coordinate differ.
     :raises TypeError: ``store`` is neither a URL nor an open store, or ``declarations`` is no
         source of declarations.
+    :raises StoreUnavailable: the store cannot be reached, or a night of the series was written
+        while replay read it (its two reads disagree; nothing is reported): run it again.
     """
     if declarations is not None:
         declarations = load_declarations(declarations)
@@ -279,13 +281,27 @@ def _replay(
     feed_seen: set = set()
     # every value of the series in one ordered pass (the runs' order, then their keys), read as it is judged;
     # the runs' blocks say whose values they are
-    stream = iter(store.iter_series_points(series, backend, suite))
+    fetched = 0
+
+    def batches() -> Iterator[list[tuple]]:
+        nonlocal fetched
+        for rows in store.iter_series_point_batches(series, backend, suite):
+            fetched += len(rows)
+            yield rows
+
+    stream = chain.from_iterable(batches())
     start = 0
     for i in range(1, len(runs) + 1):
         if i == len(runs) or runs[i].logical_date != runs[start].logical_date:
             replay_group(runs[start:i])
             start = i
     deque(stream, maxlen=0)  # ends the ordered pass (and its read transaction)
+    if fetched != sum(n for blocks in blocks_of.values() for *_, n in blocks):
+        # the two statements saw different nights: values would be judged against other coordinates
+        raise StoreUnavailable(
+            f"the stored nights of series {series!r} changed while replay read them (a night was written "
+            "meanwhile); nothing is reported: run replay again"
+        )
 
     not_replayable = []
     for gk, gate in list(gates.items()):

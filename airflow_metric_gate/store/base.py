@@ -926,6 +926,18 @@ class MetricStore:
         :param suite: the suite.
         :param batch: rows fetched at a time.
         """
+        return chain.from_iterable(self.iter_series_point_batches(series, backend, suite, batch=batch))
+
+    def iter_series_point_batches(
+        self, series: str, backend: str, suite: str, *, batch: int = 10_000
+    ) -> Iterator[list[tuple[int, float, int | None]]]:
+        """Yield the values of :meth:`iter_series_points` in lists of at most ``batch``, as fetched.
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        :param batch: rows fetched at a time.
+        """
         run = "r.logical_date, r.run_id" if self.dialect == "postgres" else "r.logical_date, r.run_id, r.rowid"
         keys = self._key_order("v")
         sql = (
@@ -934,7 +946,7 @@ class MetricStore:
             "WHERE r.series = %s AND r.backend = %s AND r.suite = %s "
             f"ORDER BY {run}, {keys}, v.step"
         )
-        return chain.from_iterable(self._batches(sql, (series, backend, suite), batch))
+        return self._batches(sql, (series, backend, suite), batch)
 
     def _batches(self, sql: str, params: Sequence[Any], batch: int) -> Iterator[list[tuple]]:
         """Yield the rows of one statement in lists of ``batch``, in one read transaction."""

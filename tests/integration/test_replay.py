@@ -12,7 +12,7 @@ from airflow_metric_gate.declarations import DeclarationError, declare
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist
 from airflow_metric_gate.replay import render_replay, replay
 from airflow_metric_gate.selection import Selection
-from airflow_metric_gate.store import StoreInputError, open_store
+from airflow_metric_gate.store import StoreInputError, StoreUnavailable, open_store
 
 T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
 IDENTITY = SeriesIdentity("job", "cuda", "nightly")
@@ -259,3 +259,30 @@ def test_control_characters_in_stored_names_are_escaped_in_the_report(store_url,
     out = capsys.readouterr().out
     assert "\x1b" not in out and not _own_lines(out)
     assert "job\\nmetric-gate: job run n2: TRUSTED\\x1b[2K" in out
+
+
+def test_a_night_written_while_replay_reads_is_an_outage_to_retry_never_a_misjudged_report(store_url):
+    # A night is stored between replay's two reads: the runs it read no longer match the values it
+    # streams, so values would be judged against other coordinates' histories.
+    a = declare("a", steps=[0], constraint={"rel_up": 0.1, "rel_down": 0.1})
+    b = declare("b", steps=[0], constraint={"rel_up": 0.1, "rel_down": 0.1})
+    with open_store(store_url) as store:
+        for day in range(4):
+            run = RunInfo(f"n{day}", logical_date=T0 + timedelta(days=day))
+            persist(store, IDENTITY, run, [Selection(a, points=[(0, 1.0, 0)]), Selection(b, points=[(0, 100.0, 0)])])
+            evaluate(store, run.run_id)
+        read_values = store.iter_series_point_batches
+
+        def a_backfill_lands_first(*args, **kwargs):
+            with open_store(store_url) as writer:
+                late = RunInfo("n1b", logical_date=T0 + timedelta(days=1, hours=12))
+                persist(writer, IDENTITY, late, [Selection(a, points=[(0, 1.0, 0)])])
+            return read_values(*args, **kwargs)
+
+        store.iter_series_point_batches = a_backfill_lands_first
+        with pytest.raises(StoreUnavailable, match="changed while replay read them"):
+            _replay(store)
+        store.iter_series_point_batches = read_values
+        report = _replay(store)  # run again: five nights, nothing misjudged
+        assert [n["run_id"] for n in report["nights"]] == ["n0", "n1", "n1b", "n2", "n3"]
+        assert report["summary"]["would_fail"] == 0
