@@ -22,6 +22,7 @@ rebaseline marker.  Which runs count as trusted is the ``trust`` setting:
 from __future__ import annotations
 
 import os
+import shlex
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain, islice
@@ -139,7 +140,8 @@ def _replay(
     blocks_of = {run.run_id: blocks for run, blocks in runs_and_blocks}
     if not runs:
         stored = sorted({(r.backend, r.suite) for r in store.list_runs(series=series, limit=1000)})
-        where = ("; it is stored under " + ", ".join(f"--backend {b} --suite {s}" for b, s in stored[:5])
+        places = [f"--backend {shlex.quote(b)} --suite {shlex.quote(s)}" for b, s in stored[:5]]
+        where = ("; it is stored under " + ", ".join(places)
                  + (f" and {len(stored) - 5} more" if len(stored) > 5 else "")) if stored else ""
         raise StoreInputError(
             f"the metric store has no run of series {series!r} (backend {backend!r}, suite {suite!r}); "

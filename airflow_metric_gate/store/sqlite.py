@@ -38,6 +38,7 @@ class SQLiteStore(MetricStore):
         self.path = os.fspath(path)
         self.timeout = timeout
         self.read_only = read_only and self.path != ":memory:"
+        self._codec: str | None | object = _UNKNOWN  # how the file stores text (see _in_key_order)
         super().__init__(self._open, description=f"sqlite {self.path}")
 
     @classmethod
@@ -113,7 +114,11 @@ class SQLiteStore(MetricStore):
     def _in_key_order(self, blocks: list[list]) -> list[tuple[str, str, str, int]]:
         # SQLite compares text with memcmp() in the file's own encoding: UTF-8 bytes sort as Python
         # compares code points, UTF-16 bytes (a file created with another PRAGMA encoding) do not
-        codec = _CODECS[self._connection().execute("PRAGMA encoding").fetchone()[0]]
+        if self._codec is _UNKNOWN:  # fixed for the file's life: asked once
+            with self._transaction(schema=False) as cur:
+                cur.execute("PRAGMA encoding")
+                self._codec = _CODECS[cur.fetchone()[0]]
+        codec = self._codec
         if codec is None:
             return sorted(tuple(b) for b in blocks)  # type: ignore[misc]
         return sorted((tuple(b) for b in blocks), key=lambda b: tuple(k.encode(codec) for k in b[:3]))  # type: ignore[misc]
@@ -162,6 +167,8 @@ def _is_read_only_error(exc: BaseException) -> bool:
     """Whether a SQLite error says the database, or its folder, cannot be written."""
     return _has_code(exc, _SQLITE_READONLY)
 
+
+_UNKNOWN = object()
 
 #: How a SQLite file stores text (``PRAGMA encoding``), as a Python codec; ``None``: UTF-8.
 _CODECS = {"UTF-8": None, "UTF-16le": "utf-16-le", "UTF-16be": "utf-16-be"}
