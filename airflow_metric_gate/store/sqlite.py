@@ -79,6 +79,8 @@ class SQLiteStore(MetricStore):
                 f"no metric store at {self.path}: a command that only reads creates none (check --store; "
                 "`metric-gate run` or `metric-gate db upgrade` creates the store)"
             )
+        if not os.access(self.path, os.R_OK):
+            raise StoreInputError(f"cannot read the metric store {self.path}: this user may not read the file")
         folder = os.path.dirname(os.path.abspath(self.path))
         if os.access(self.path, os.W_OK) and os.access(folder, os.W_OK | os.X_OK):
             # a user who may write opens it as writers do (no journal switch, no schema step follows): the
@@ -91,7 +93,7 @@ class SQLiteStore(MetricStore):
             return conn
         except sqlite3.OperationalError as exc:
             conn.close()
-            if not (_is_read_only_error(exc) or _has_code(exc, _SQLITE_CANTOPEN)):
+            if not (_is_read_only_error(exc) or _has_code(exc, _SQLITE_CANTOPEN)) or os.access(folder, os.W_OK):
                 raise
             # A WAL file whose folder this user cannot write: SQLite cannot create its shared-memory
             # file.  Reading the file as an immutable snapshot instead could read pages a writer is

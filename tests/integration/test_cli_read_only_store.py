@@ -223,3 +223,16 @@ def test_a_command_that_writes_a_new_store_in_a_folder_it_cannot_write_is_bad_in
         assert sorted(os.listdir(locked)) == []
     finally:
         locked.chmod(stat.S_IRWXU)
+
+
+def test_a_store_this_user_may_not_read_is_named_as_such(locked_store):
+    prefix, path, _ = locked_store
+    path.chmod(0)
+    probe = subprocess.run([*prefix, sys.executable, "-c", f"open({str(path)!r})"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip("this process can read what is unreadable: cannot test an unreadable store")
+    for argv in READ_ONLY:
+        code, out, err = _cli(prefix, *argv, "--store", f"sqlite:///{path}")
+        assert code == 2, (argv, err)
+        assert f"cannot read the metric store {path}: this user may not read the file" in err, err
+        assert out == ""
