@@ -14,7 +14,7 @@ from datetime import date, datetime, time, timezone
 from typing import Any
 
 from airflow_metric_gate.dates import parse_datetime, utc
-from airflow_metric_gate.declarations import GateDeclaration, load_gates_file, resolve_declarations
+from airflow_metric_gate.declarations import GateDeclaration, load_gates_file, resolve_declarations, with_policy
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id
 from airflow_metric_gate.pipeline import run_gate as _run_gate
 from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report
@@ -28,6 +28,7 @@ def load_declarations(
     source: str | os.PathLike | Sequence[Mapping[str, Any] | GateDeclaration],
     *,
     defaults: Mapping[str, Any] | None = None,
+    policy: str | None = None,
 ) -> list[GateDeclaration]:
     """Read and resolve gate declarations from any source.
 
@@ -37,13 +38,15 @@ def load_declarations(
         ``allowlist_reason``); :class:`~airflow_metric_gate.declarations.GateDeclaration` objects
         pass through.
     :param defaults: entries extending or overriding the defaults table.
+    :param policy: ``reference`` or ``calibrated`` for the declarations that set no policy of their
+        own (nor their gates file); ``None``: leave them (``reference``).
     :raises DeclarationError: naming the file, line or gate and the field at fault.
     :raises TypeError: ``source`` is neither a path nor a list.
     """
     if isinstance(source, (str, os.PathLike)):
-        return load_gates_file(source, defaults=defaults)
+        return with_policy(load_gates_file(source, defaults=defaults), policy)
     if isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
-        return resolve_declarations(source, defaults=defaults, source="declarations")
+        return with_policy(resolve_declarations(source, defaults=defaults, source="declarations"), policy)
     raise TypeError(f"load_declarations: expected a path or a list of mappings, not {type(source).__name__}")
 
 

@@ -178,6 +178,7 @@ def build_verdict(
     counts: dict[str, int] | None = None,
     declaration_counts: Mapping[DeclarationKey, Mapping[str, int]] | None = None,
     warn_declarations: Collection[DeclarationKey] = (),
+    sections: Mapping[str, object] | None = None,
 ) -> dict:
     """Assemble the versioned verdict.
 
@@ -203,6 +204,7 @@ def build_verdict(
         ``(metric_key, steps_key, constraint_key)``, for the ``summary``; by default counted from ``results``.
     :param warn_declarations: the declarations of ``severity: warn``: their summary entries and
         results say ``"severity": "warn"`` (reported as warnings, never blocking).
+    :param sections: further top-level fields (:func:`calibrated_sections`), added after ``truncated``.
     """
     if counts is None:
         counts = {status: 0 for status in STATUSES}
@@ -241,6 +243,8 @@ def build_verdict(
         "results": [{**results[i].to_dict(), **extras.get(i, {})} for i in kept],
         "truncated": len(chosen) - len(kept),
     }
+    if sections:
+        verdict.update(sections)
     if max_bytes is not None and _encoded_size(verdict) > max_bytes:
         full = verdict["results"]
         lo, hi = 0, len(full)
@@ -254,3 +258,54 @@ def build_verdict(
         verdict["results"] = full[:lo]
         verdict["truncated"] = len(chosen) - lo
     return verdict
+
+
+def _key_fields(key: DeclarationKey) -> dict:
+    return {"metric_key": key[0], "steps_key": key[1], "constraint_key": key[2]}
+
+
+def calibrated_sections(gates: Mapping[DeclarationKey, Mapping], decisions: Mapping[DeclarationKey, object],
+                        starved: Mapping[DeclarationKey, str]) -> dict:
+    """Return the verdict's sections beyond SPEC 10, each only when it has something to say.
+
+    ``policy`` (``calibrated`` or ``mixed``, absent for ``reference``); ``declarations`` (each
+    calibrated declaration's night: outcome, statistic, band, direction, trusted); ``level_shifts``,
+    ``drifts``, ``improvements`` and ``blowups``; ``starved`` (declarations without trusted history
+    because earlier nights were untrusted, under every policy).
+
+    :param gates: the run's declarations, by their keys.
+    :param decisions: the calibrated declarations' decisions
+        (:class:`~airflow_metric_gate.decision.calibrated.Decision`), by their keys.
+    :param starved: why each declaration without trusted history has none (under every policy).
+    """
+    out: dict = {}
+    if decisions:
+        out["policy"] = "calibrated" if len(decisions) == len(gates) else "mixed"
+        nights, shifts, drifts, better, blown = [], [], [], [], []
+        for key, decision in decisions.items():
+            report = decision.report  # type: ignore[attr-defined]
+            outcome = decision.outcome  # type: ignore[attr-defined]
+            entry = {**_key_fields(key), "outcome": outcome, "trusted": outcome in ("pass", "inactive")}
+            for name in ("direction", "nights", "z", "threshold", "level", "side", "steps_judged", "driven_count",
+                         "false_alarm", "starved", "missing_count"):
+                if name in report:
+                    entry[name] = report[name]
+            nights.append(entry)
+            if "shift" in report:
+                shifts.append({**_key_fields(key), **report["shift"]})
+            if "adopted_shift" in report:
+                shifts.append({**_key_fields(key), **report["adopted_shift"], "adopted": True})
+            if "drift" in report:
+                drifts.append({**_key_fields(key), **report["drift"]})
+            if "improvement" in report:
+                better.append({**_key_fields(key), **report["improvement"]})
+            if "blowup" in report:
+                blown.append({**_key_fields(key), **report["blowup"]})
+        out["declarations"] = nights
+        for name, items in (("level_shifts", shifts), ("drifts", drifts), ("improvements", better),
+                            ("blowups", blown)):
+            if items:
+                out[name] = items
+    if starved:
+        out["starved"] = [{**_key_fields(key), "reason": reason} for key, reason in starved.items()]
+    return out

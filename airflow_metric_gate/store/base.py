@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from itertools import chain
@@ -31,7 +31,15 @@ from airflow_metric_gate.store.rows import (
     WindowRun,
 )
 from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
-from airflow_metric_gate.store.sql import BASELINE_RUNS_SQL, HISTORY_WINDOW_SQL, RUN_COLUMNS, baseline_sql, equal_to
+from airflow_metric_gate.store.sql import (
+    BASELINE_RUNS_SQL,
+    CANDIDATE_RUNS_SQL,
+    HISTORY_WINDOW_SQL,
+    RUN_COLUMNS,
+    baseline_sql,
+    equal_to,
+    run_values_sql,
+)
 
 
 class MetricStore:
@@ -267,18 +275,18 @@ class MetricStore:
             run.run_id, run.series, run.backend, run.suite, run.role, run.status, self._ts(run.logical_date),
             now, now, *columns.values(), json.dumps(prov, sort_keys=True, default=str),
             json.dumps(run.declarations), json.dumps(run.selection_errors), run.status_reason,
-            self._bool(run.rebaseline),
+            self._bool(run.rebaseline), json.dumps(run.outcomes) if run.outcomes else None,
         )
         names = (
             "run_id, series, backend, suite, role, status, logical_date, created_at, updated_at, "
             + ", ".join(PROVENANCE_COLUMNS)
-            + ", provenance, declarations, selection_errors, status_reason, rebaseline"
+            + ", provenance, declarations, selection_errors, status_reason, rebaseline, outcomes"
         )
         updates = ", ".join(
             f"{c} = excluded.{c}"
             for c in (
                 "series", "backend", "suite", "role", "status", "logical_date", "updated_at", *PROVENANCE_COLUMNS,
-                "provenance", "declarations", "selection_errors", "status_reason", "rebaseline",
+                "provenance", "declarations", "selection_errors", "status_reason", "rebaseline", "outcomes",
             )
         )
         # A run id names the run of one series identity: a write for another identity changes nothing.
@@ -302,7 +310,8 @@ class MetricStore:
                 self._bulk_insert_values(cur, rows)
         return len(rows)
 
-    def set_status(self, run_id: str, status: str, reason: str | None = None, *, enforce: bool | None = None) -> None:
+    def set_status(self, run_id: str, status: str, reason: str | None = None, *, enforce: bool | None = None,
+                   outcomes: Mapping[str, Any] | None = None) -> None:
         """Set a run's status after evaluation.
 
         :param run_id: the store run id.
@@ -311,12 +320,16 @@ class MetricStore:
         :param enforce: whether the evaluation was enforced, kept as the provenance key
             ``enforce`` (so that a verdict rebuilt later blocks as the evaluation did); ``None``
             leaves the provenance as it is.
+        :param outcomes: what each declaration's night was (``runs.outcomes``), written in the same
+            statement; ``None`` leaves it as it is.
         """
         problem = RunStatus.problem(status, "status")
         if problem:
             raise StoreInputError(problem)
         now = self._ts(datetime.now(timezone.utc))
         with self._transaction() as cur:
+            if outcomes is not None:
+                self._execute(cur, "UPDATE runs SET outcomes = %s WHERE run_id = %s", (json.dumps(outcomes), run_id))
             if enforce is None:
                 self._execute(
                     cur, "UPDATE runs SET status = %s, status_reason = %s, updated_at = %s WHERE run_id = %s",
@@ -486,7 +499,7 @@ class MetricStore:
             run_id=row[0], series=row[1], backend=row[2], suite=row[3], role=row[4], status=row[5],
             logical_date=self._from_ts(row[6]), provenance=json.loads(row[7] or "{}"),
             declarations=json.loads(row[8] or "[]"), selection_errors=json.loads(row[9] or "[]"),
-            status_reason=row[10], rebaseline=bool(row[11]),
+            status_reason=row[10], rebaseline=bool(row[11]), outcomes=json.loads(row[12] or "{}"),
         )
 
     def get_run(self, run_id: str) -> RunRow | None:
@@ -577,6 +590,50 @@ class MetricStore:
                 self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_id))
                 history = dict(cur.fetchall()) if arrays else _group_by_ordinal(cur.fetchall())
         return current, history
+
+    def run_values(self, run_id: str) -> list[ValueRow]:
+        """Return a run's values in ordinal order.
+
+        :param run_id: the store run id.
+        """
+        with self._transaction() as cur:
+            self._execute(
+                cur,
+                "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step "
+                "FROM metric_values WHERE run_id = %s ORDER BY ordinal",
+                (run_id,),
+            )
+            return [ValueRow(*row) for row in cur.fetchall()]
+
+    def judged_candidates(self, run_id: str, limit: int) -> list[tuple[str, datetime, str, str | None, dict]]:
+        """Return the earlier judged baseline nights of a run, oldest first (see :data:`CANDIDATE_RUNS_SQL`).
+
+        :param run_id: the store run id.
+        :param limit: at most this many nights, the most recent.
+        :return: ``(run_id, logical_date, status, latest mark's status or None, outcomes)`` per night.
+        """
+        with self._transaction() as cur:
+            self._execute(cur, CANDIDATE_RUNS_SQL, (run_id, run_id, limit))
+            rows = cur.fetchall()
+        out = []
+        for rid, date, status, provenance, outcomes in reversed(rows):
+            marks = json.loads(provenance or "{}").get("marks") or []
+            out.append((rid, self._from_ts(date), status, marks[-1].get("status") if marks else None,
+                        json.loads(outcomes or "{}")))
+        return out
+
+    def values_in_runs(self, run_id: str, run_ids: Sequence[str]) -> list[tuple[int, str, float]]:
+        """Return, for each coordinate of a run, its value in each of some other runs, in one statement.
+
+        :param run_id: the store run id whose coordinates are read.
+        :param run_ids: the other runs.
+        :return: ``(ordinal, other run id, value)`` rows.
+        """
+        if not run_ids:
+            return []
+        with self._transaction() as cur:
+            self._execute(cur, run_values_sql(len(run_ids)), (*run_ids, run_id))
+            return list(cur.fetchall())
 
     def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
         """Return the history window of a run, in one statement (see :data:`HISTORY_WINDOW_SQL`).
