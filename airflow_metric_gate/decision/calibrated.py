@@ -71,6 +71,11 @@ SHIFT_ADOPT = 5
 DRIFT_MIN = 10
 #: The recent nights (tonight included) whose level the drift test compares with the anchor.
 DRIFT_RECENT = 3
+#: From this many judged steps on, the night statistic is taken as near normal (see :data:`HEAVY_TAIL_DF`).
+MANY_STEPS = 20
+#: The degrees of freedom, at most, of the night band of a declaration with fewer than
+#: :data:`MANY_STEPS` steps (one value a night, say): its noise may be heavy-tailed.
+HEAVY_TAIL_DF = 4
 #: How many recent trusted nights must all have a step for tonight to miss it.
 EXPECTED_NIGHTS = 3
 #: 1 / Phi^-1(3/4): turns a median absolute deviation into a standard deviation for normal data.
@@ -321,7 +326,10 @@ def judge_declaration(
     sd = max(sd, 1e-9 * max(1.0, abs(center)))
     m = len(past)
     one_sided = direction != "both"
-    q = t_quantile(1.0 - (FALSE_ALARM if one_sided else FALSE_ALARM / 2.0), max(m - 1, 1)) * math.sqrt(1.0 + 1.0 / m)
+    # A night of few steps is as heavy-tailed as one step's noise, which a few nights cannot show:
+    # its bound takes at most HEAVY_TAIL_DF degrees of freedom.  Many steps' trimmed mean is near normal.
+    df = max(m - 1, 1) if len(judged) >= MANY_STEPS else min(max(m - 1, 1), HEAVY_TAIL_DF)
+    q = t_quantile(1.0 - (FALSE_ALARM if one_sided else FALSE_ALARM / 2.0), df) * math.sqrt(1.0 + 1.0 / m)
     z = (statistic - center) / sd
     worse = _worse_side(direction, z, q)
     better = None if worse else _better_side(direction, z, q)
@@ -392,7 +400,7 @@ def judge_declaration(
                   "since_date": since_date, "nights": nights, "cause": f"{key[0]}: level {_pct(level_tonight)}"}
         return Decision(outcome, step_results + [night], stored, report)
 
-    drift = _drift(direction, levels, level_tonight, history, logical_date)
+    drift = _drift(direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS)
     if drift is not None:
         previous = choice.recent[-1].outcome if choice.recent else None
         continues = previous is not None and previous.get("o") in ("drift", "drift-continues")
@@ -464,8 +472,12 @@ def _better_side(direction: str, z: float, q: float) -> str | None:
 
 
 def _drift(direction: str, levels: list[float], tonight: float, history: Sequence[Candidate],
-           logical_date: str) -> dict | None:
-    """The slow-drift test: the recent nights' level against the oldest half of the trusted history."""
+           logical_date: str, *, few_steps: bool) -> dict | None:
+    """The slow-drift test: the recent nights' level against the oldest half of the trusted history.
+
+    The recent level is the median of the last :data:`DRIFT_RECENT` nights (one odd night does not
+    make a drift); its variance is about 0.449 of one night's for three normal nights.
+    """
     if len(levels) < DRIFT_MIN:
         return None
     series = [*levels, tonight]
@@ -474,10 +486,11 @@ def _drift(direction: str, levels: list[float], tonight: float, history: Sequenc
     a_mean, a_sd = mean_and_sd(anchor)
     if a_sd <= 0:
         return None
-    diff = math.fsum(recent) / len(recent) - a_mean
-    t = diff / (a_sd * math.sqrt(1.0 / len(recent) + 1.0 / len(anchor)))
+    diff = median_sorted(sorted(recent)) - a_mean
+    t = diff / (a_sd * math.sqrt(0.449 + 1.0 / len(anchor)))
     one_sided = direction != "both"
-    threshold = t_quantile(1.0 - (DRIFT_FALSE_ALARM if one_sided else DRIFT_FALSE_ALARM / 2.0), len(anchor) - 1)
+    df = min(len(anchor) - 1, HEAVY_TAIL_DF) if few_steps else len(anchor) - 1
+    threshold = t_quantile(1.0 - (DRIFT_FALSE_ALARM if one_sided else DRIFT_FALSE_ALARM / 2.0), df)
     side = _worse_side(direction, t, threshold)
     if side is None:
         return None

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from itertools import chain
 from typing import Any
 
-from airflow_metric_gate.dates import utc
+from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
 from airflow_metric_gate.store.errors import StoreError, StoreInputError, StoreUnavailable
 from airflow_metric_gate.store.rows import (
@@ -377,6 +377,7 @@ class MetricStore:
         series: str | None = None,
         backend: str | None = None,
         suite: str | None = None,
+        marked_by: str = "hand",
     ) -> list[MarkedRun]:
         """Mark runs trusted or untrusted by store run id, Airflow run id or commit sha; say what changed.
 
@@ -393,6 +394,7 @@ class MetricStore:
         :param series: only runs of this series.
         :param backend: only runs of this backend.
         :param suite: only runs of this suite.
+        :param marked_by: who marks (kept with the mark in the run's provenance ``marks``).
         :return: every matching run, as it was, with its new status; empty when nothing matched.
         :raises StoreInputError: on an unknown status or ``by``, or an Airflow run id without ``dag_id``.
         """
@@ -405,18 +407,82 @@ class MetricStore:
                 cur, f"SELECT {RUN_COLUMNS} FROM runs WHERE {where} ORDER BY logical_date, run_id{self._lock_rows}",
                 params,
             )
-            now = self._ts(datetime.now(timezone.utc))
+            at = datetime.now(timezone.utc)
+            now = self._ts(at)
             for run in [self._run_from_row(r) for r in cur.fetchall()]:
                 changed = run.status != status
                 note = reason if reason is not None else (f"marked {status} by hand" if changed else None)
                 if changed or (note is not None and note != run.status_reason):
+                    # the mark is kept in provenance too: it overrides every declaration's own outcome
+                    provenance = dict(run.provenance)
+                    entry = {"status": status, "reason": note, "by": marked_by, "at": at.isoformat()}
+                    provenance["marks"] = [*provenance.get("marks", []), entry]
                     self._execute(
                         cur,
-                        "UPDATE runs SET status = %s, status_reason = %s, updated_at = %s WHERE run_id = %s",
-                        (status, note, now, run.run_id),
+                        "UPDATE runs SET status = %s, status_reason = %s, provenance = %s, updated_at = %s "
+                        "WHERE run_id = %s",
+                        (status, note, json.dumps(provenance, sort_keys=True, default=str), now, run.run_id),
                     )
                 marked.append(MarkedRun(run, status, note if note is not None else run.status_reason))
         return marked
+
+    def accept_level(self, series: str, backend: str, suite: str, *, since: str, reason: str,
+                     by: str) -> dict[str, Any]:
+        """Accept a series' level from a night on, in one transaction (see :mod:`airflow_metric_gate.accept`).
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        :param since: the first night of the new level: a store run id, or an ISO 8601 logical date.
+        :param reason: why (required).
+        :param by: who accepts.
+        :return: ``{"since", "since_run_id", "nights", "marked"}``.
+        :raises StoreInputError: no reason, or no baseline night of the series at or after ``since``.
+        """
+        if not reason or not reason.strip():
+            raise StoreInputError("accepting a level needs a reason")
+        at = datetime.now(timezone.utc)
+        with self._transaction() as cur:
+            self._execute(cur, "SELECT logical_date FROM runs WHERE run_id = %s AND series = %s AND backend = %s "
+                          "AND suite = %s", (since, series, backend, suite))
+            row = cur.fetchone()
+            if row is not None:
+                start = self._from_ts(row[0])
+            else:
+                try:
+                    start = utc(parse_datetime(since, "--since"))
+                except (ValueError, OverflowError):
+                    raise StoreInputError(
+                        f"--since {since!r} is neither a store run id of series {series!r} (backend {backend!r}, "
+                        f"suite {suite!r}) nor an ISO 8601 date") from None
+            self._execute(
+                cur, f"SELECT {RUN_COLUMNS} FROM runs WHERE series = %s AND backend = %s AND suite = %s "
+                "AND role = 'baseline' AND status <> 'pending' AND logical_date >= %s "
+                f"ORDER BY logical_date, run_id{self._lock_rows}",
+                (series, backend, suite, self._ts(start)),
+            )
+            runs = [self._run_from_row(r) for r in cur.fetchall()]
+            if not runs:
+                raise StoreInputError(
+                    f"series {series!r} (backend {backend!r}, suite {suite!r}) has no judged baseline night at or "
+                    f"after {start.isoformat()}; nothing was changed")
+            now = self._ts(at)
+            note = f"accepted level since {runs[0].logical_date.isoformat()} by {by}: {reason.strip()}"
+            self._execute(cur, "UPDATE runs SET rebaseline = %s, updated_at = %s WHERE run_id = %s",
+                          (self._bool(True), now, runs[0].run_id))
+            marked = 0
+            for run in runs:
+                provenance = dict(run.provenance)
+                entry = {"status": "trusted", "reason": note, "by": by, "at": at.isoformat(), "accept": True}
+                provenance["marks"] = [*provenance.get("marks", []), entry]
+                marked += run.status != "trusted"
+                self._execute(
+                    cur, "UPDATE runs SET status = %s, status_reason = %s, provenance = %s, updated_at = %s "
+                    "WHERE run_id = %s",
+                    ("trusted", note, json.dumps(provenance, sort_keys=True, default=str), now, run.run_id),
+                )
+        return {"since": runs[0].logical_date.isoformat(), "since_run_id": runs[0].run_id, "nights": len(runs),
+                "marked": marked}
 
     def mark(self, status: str, *, by: str, key: str, reason: str | None = None, **scope: str | None) -> int:
         """Mark runs trusted or untrusted (see :meth:`mark_runs`); return how many changed status.
