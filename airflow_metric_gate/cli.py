@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from airflow_metric_gate import __version__
-from airflow_metric_gate.dates import parse_datetime, utc
-from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file, with_policy
 from airflow_metric_gate.accept import current_user
+from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.decision import POLICIES
+from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file, with_policy
 from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES
 from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY

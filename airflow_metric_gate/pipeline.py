@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_metric_gate.decision import blocks, policy_of
+from airflow_metric_gate.decision.calibrated import SHIFT_ADOPT, Candidate, choose_history, night_trusted
 from airflow_metric_gate.declarations import GateDeclaration
 from airflow_metric_gate.enums import ERROR, FAIL, Aggregate, RunStatus
 from airflow_metric_gate.evaluation import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_MIN_HISTORY,
 )
-from airflow_metric_gate.decision import blocks, policy_of
-from airflow_metric_gate.decision.calibrated import SHIFT_ADOPT, Candidate, choose_history, night_trusted
 from airflow_metric_gate.judging import RunJudgement, judge_calibrated, judge_run, merge_judgements, outcome_of
 from airflow_metric_gate.limits import (
     MAX_CONSTRAINT_KEY_BYTES,

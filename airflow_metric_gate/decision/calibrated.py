@@ -281,7 +281,7 @@ def judge_declaration(
         columns.append(column)
         refs.append(median_sorted(column) if column else math.nan)
     blown = []
-    for (step, at, value), ref, column in zip(tonight, refs, columns):
+    for (step, _, value), ref, column in zip(tonight, refs, columns):
         if column and _is_blowup(value, ref):
             blown.append(step)
     with_ref = sum(1 for c in columns if c)
@@ -291,7 +291,7 @@ def judge_declaration(
     if n < need:
         reason = f"calibrating: {n} trusted night(s), {need} needed for the night test"
         out = []
-        for (step, at, value), ref, column in zip(tonight, refs, columns):
+        for (step, at, value), column in zip(tonight, columns):
             out.append(Result(*key, step, at, INACTIVE, current=value, n=len(column), reason=reason))
         return Decision("inactive", out, {"o": "inactive"}, report)
 
@@ -355,8 +355,9 @@ def judge_declaration(
                              f"(median {_fmt(ref)} of {len(column)} trusted night(s)); the night fails")
         elif side:
             result.side, result.bound = None, None
+            verdict = "it passes" if not worse else "fails the other way"
             result.reason = (f"{_fmt(value)} is {side} its step band [{_fmt(lo)}, {_fmt(hi)}]; "
-                             "the night as a whole is judged, and " + ("it passes" if not worse else "fails the other way"))
+                             f"the night as a whole is judged, and {verdict}")
         else:
             result.bound = None
             result.reason = "within band"

@@ -223,7 +223,8 @@ def test_unknown_field_is_an_error():
     with pytest.raises(DeclarationError) as info:
         resolve_declarations([{"metric_key": "m", "steps": "all", "constraint": C, "step": 3}])
     assert "gate 1 (m): field 'step': unknown field (allowed: metric_key, steps, constraint, enforce, " \
-           "allowlist_reason, min_failing_steps, band, mad_k, night_mean_k, severity, policy, direction)" in str(info.value)
+           "allowlist_reason, min_failing_steps, band, mad_k, night_mean_k, severity, policy, " \
+           "direction)" in str(info.value)
 
 
 def test_enforce_and_allowlist_reason_are_kept():
