@@ -397,14 +397,14 @@ def evaluate(
             outcomes[_outcome_key(key)] = {"o": outcome_of(judgement.per_declaration[key])}
         starved = [key for key in reference_gates if _cold(judgement, key)]
         if starved:
-            candidates = store.judged_candidates(run_id, _candidate_limit(history_limit))
+            candidates = store.judged_candidates(run_id, candidate_limit(history_limit))
             reason = starved_reason(candidates, None)
             if reason:
                 starved_reasons.update({key: reason for key in starved})
                 _name_starved(judgement.results, starved, reason)
     if calibrated:
         if candidates is None:
-            candidates = store.judged_candidates(run_id, _candidate_limit(history_limit))
+            candidates = store.judged_candidates(run_id, candidate_limit(history_limit))
         part = _judge_calibrated(store, run, {key: gates[key] for key in calibrated}, run_errors, candidates,
                                  history_limit=history_limit, min_history=min_history, all_results=all_results)
         decisions = part.decisions
@@ -458,7 +458,7 @@ def _outcome_key(key: tuple[str, str, str]) -> str:
     return json.dumps(list(key))
 
 
-def _candidate_limit(history_limit: int) -> int:
+def candidate_limit(history_limit: int) -> int:
     """How many earlier judged nights are read to choose each declaration's history from."""
     return 3 * history_limit + SHIFT_ADOPT + 5
 

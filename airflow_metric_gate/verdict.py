@@ -19,6 +19,8 @@ DEFAULT_MAX_RESULTS = 200
 XCOM_MAX_BYTES = 60_000
 #: A FAIL's distance divides by ``max(|ref|, DISTANCE_TINY)``, so a zero baseline still gives a number.
 DISTANCE_TINY = 1e-12
+#: The ``bound`` of the calibrated policy's declaration-level FAIL results (no step).
+CALIBRATED_NIGHT_BOUNDS = frozenset({"night", "drift", "blowup"})
 
 #: A declaration: ``(metric_key, steps_key, constraint_key)``.
 DeclarationKey = tuple[str, str, str]
@@ -50,7 +52,7 @@ class _Declaration:
     """What one declaration's results add up to, gathered in one pass."""
 
     __slots__ = ("key", "counts", "first", "last", "above", "below", "worst", "worst_distance", "error", "failing",
-                 "night")
+                 "night", "calibrated")
 
     def __init__(self, key: DeclarationKey) -> None:
         self.key = key
@@ -62,6 +64,7 @@ class _Declaration:
         self.worst_distance = 0.0
         self.error: str | None = None
         self.night: dict | None = None  # the whole-night FAIL (opt-in night_mean_k), if any
+        self.calibrated: dict | None = None  # the calibrated policy's failing night, if any
 
     def entry(self, counts: Mapping[str, int]) -> dict:
         worst = self.worst
@@ -79,6 +82,8 @@ class _Declaration:
         }
         if self.night is not None:  # only a declaration whose whole night failed has it
             out["night"] = self.night
+        if self.calibrated is not None:
+            out["calibrated_night"] = self.calibrated
         return out
 
 
@@ -110,7 +115,18 @@ def summarize(
         status = r.status
         if counting:
             d.counts[status] += 1
-        if status == FAIL and r.bound == NIGHT_BOUND:  # a whole night's FAIL: no step, never the worst step
+        if status == FAIL and r.step is None and r.bound in CALIBRATED_NIGHT_BOUNDS:  # the calibrated night
+            z, q = r.current, r.hi
+            distance = biggest if z is None or not q else min((abs(z) - q) / max(abs(q), tiny), biggest)
+            distances[i] = max(distance, 0.0)
+            d.calibrated = {"bound": r.bound, "side": r.side, "z": z, "threshold": q, "distance": distances[i],
+                            "reason": r.reason}
+            if r.side == "above":
+                d.above = True
+            elif r.side == "below":
+                d.below = True
+            d.failing = True
+        elif status == FAIL and r.bound == NIGHT_BOUND:  # a whole night's FAIL: no step, never the worst step
             distance = min((abs(r.current) - r.hi) / max(r.hi, tiny), biggest)  # type: ignore[arg-type,operator]
             distances[i] = distance
             d.night = {"statistic": r.current, "night_mean_k": r.hi, "steps": r.n, "side": r.side,
@@ -149,7 +165,7 @@ def summarize(
     found = {} if declaration_counts is None else declaration_counts
     entries = [d.entry(d.counts if counting else found.get(d.key, {})) for d in gathered.values() if d.failing]
     # worst first: by the worst step's distance, then the declarations whose whole night alone failed, then ERRORs
-    entries.sort(key=lambda e: (0 if e["worst"] is not None else 1 if "night" in e else 2,
+    entries.sort(key=lambda e: (0 if e["worst"] is not None else 1 if "night" in e or "calibrated_night" in e else 2,
                                 -e["worst"]["distance"] if e["worst"] is not None else 0.0))
     return entries, distances
 

@@ -436,7 +436,12 @@ def _blowup(key, tonight, refs, columns, blown, report, run_id, n) -> Decision:
     for (step, at, value), ref, column in zip(tonight, refs, columns):
         if step in blown_set:
             side = "above" if value > ref else "below"
-            out.append(Result(*key, step, at, FAIL, current=value, ref=ref, n=len(column), side=side, bound="blowup",
+            if ref > 0:
+                lo, hi = ref / BLOWUP_RATIO, ref * BLOWUP_RATIO
+            else:
+                lo, hi = ref - (BLOWUP_RATIO - 1.0) * abs(ref), ref + (BLOWUP_RATIO - 1.0) * abs(ref)
+            out.append(Result(*key, step, at, FAIL, current=value, ref=ref, n=len(column), lo=lo, hi=hi, side=side,
+                              bound="blowup",
                               reason=f"{_fmt(value)} is {BLOWUP_RATIO:g}x or more away from its median {_fmt(ref)} "
                                      f"of {len(column)} trusted night(s): a blow-up"))
         else:

@@ -17,6 +17,7 @@ __all__ = [
     "DIRECTIONS",
     "POLICIES",
     "TRUSTING_OUTCOMES",
+    "blocking_results",
     "blocks",
     "direction_of",
     "policy_of",
@@ -90,3 +91,14 @@ def blocks(status: str, gate: Mapping[str, Any], *, enforce: bool, outcome: str 
     if not (enforce or gate.get("enforce")) or gate.get("allowlist_reason") or gate.get("severity") == "warn":
         return False
     return outcome not in CONTINUING
+
+
+def blocking_results(verdict: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """Return the verdict's results that block, in the verdict's order (worst first).
+
+    Each was decided by :func:`blocks` when the verdict was built (``"blocking": true``); nothing
+    here re-derives the rule.
+
+    :param verdict: a verdict (SPEC 10).
+    """
+    return [r for r in verdict.get("results", ()) if r.get("blocking")]
