@@ -132,6 +132,7 @@ def run_gate(
     format: str = "series",
     wait: float = 0.0,
     provenance: Mapping[str, Any] | None = None,
+    policy: str | None = None,
 ) -> Verdict:
     """Ingest a record, select the declared steps, store them and judge them: ``metric-gate run`` in Python.
 
@@ -148,20 +149,22 @@ def run_gate(
     :param logical_date: orders the history (a ``datetime``, a ``date`` or an ISO 8601 string;
         default: now).
     :param enforce: make every FAIL or ERROR block (``Verdict.blocked``).
-    :param history_limit: earlier trusted baseline runs forming the baseline (default 10).
-    :param min_history: fewer baseline values make a coordinate INACTIVE (default 3).
+    :param history_limit: earlier trusted baseline runs forming the baseline (default 20).
+    :param min_history: fewer baseline values make a coordinate INACTIVE (default 1).
     :param aggregate: ``mean`` or ``median``.
     :param all_results: list every result, not only FAIL and ERROR.
     :param max_results: at most this many results (``None``: no limit).
     :param format: the record format (``series``).
     :param wait: seconds to wait for earlier pending nights to be judged.
     :param provenance: ``commit_sha``, ``training_job_id`` and any free-form fields, stored with the run.
+    :param policy: ``reference`` or ``calibrated`` (recommended) for the declarations that set no
+        policy of their own, nor their gates file; ``None``: ``reference``.
     :raises RecordError, DeclarationError, StoreInputError: bad input; nothing was stored.
     :raises TypeError: ``store`` is neither a URL nor an open store.
     :raises StoreUnavailable: the store cannot be reached, or earlier nights are still pending
         (``EarlierRunsPending``); try again later.
     """
-    resolved = load_declarations(declarations)
+    resolved = load_declarations(declarations, policy=policy)
     options: dict[str, Any] = {"enforce": enforce, "aggregate": aggregate, "all_results": all_results,
                                "max_results": max_results}
     if history_limit is not None:

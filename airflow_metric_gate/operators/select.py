@@ -11,6 +11,7 @@ from airflow_metric_gate.declarations import (
     collapse_duplicates,
     load_gates_file,
     resolve_declarations,
+    with_policy,
 )
 from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.operators._shared import optional, upstream_value
@@ -122,10 +123,12 @@ class SelectStepsOperator(MetricGateBaseOperator):
     :param format: the record format, ``series`` or ``rows``; ``None`` uses the one the ingest
         task reported, else ``series`` (templated).
     :param storage_conn_id: the Airflow connection of the object storage, if any (templated).
+    :param policy: ``reference`` or ``calibrated`` for the declarations that set no policy of their
+        own (nor their gates file); ``None``: ``reference`` (templated).
     :param kwargs: passed to :class:`~airflow.sdk.BaseOperator`.
     """
 
-    template_fields: Sequence[str] = ("record", "gates_file", "format", "storage_conn_id")
+    template_fields: Sequence[str] = ("record", "gates_file", "format", "storage_conn_id", "policy")
     ui_color = "#e8f0dc"
 
     def __init__(
@@ -137,9 +140,11 @@ class SelectStepsOperator(MetricGateBaseOperator):
         defaults: Mapping[str, Mapping[str, Any]] | None = None,
         format: str | None = None,
         storage_conn_id: str | None = None,
+        policy: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.policy = policy
         self.record = record
         self.gates_file = gates_file
         self.gates = gates
@@ -169,7 +174,7 @@ class SelectStepsOperator(MetricGateBaseOperator):
             if self.gates is not None:
                 source = f"{self.dag_id}.{self.task_id}" if self.has_dag() else self.task_id
                 found.extend(resolve_declarations(self.gates, defaults=self.defaults, source=source))
-            found, warnings = collapse_duplicates(found)
+            found, warnings = collapse_duplicates(with_policy(found, optional(self.policy)))
         for warning in warnings:
             self.log.warning("%s", printable(warning))
         return found
