@@ -32,7 +32,13 @@ from airflow_metric_gate.limits import (
 from airflow_metric_gate.pipeline import EarlierRunsPending, RunInfo, SeriesIdentity, ingest, new_run_id, run_gate
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import Record, RecordError
-from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, format_columns, render_report, show_command
+from airflow_metric_gate.report import (
+    DEFAULT_TABLE_ROWS,
+    format_columns,
+    render_report,
+    show_command,
+    warning_lines,
+)
 from airflow_metric_gate.storage import StorageUnavailable, is_uri, record_path, storage_errors
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
@@ -327,6 +333,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
             return EXIT_STORE_UNAVAILABLE
     if args.json:
+        for line in warning_lines(verdict):  # stdout holds only the verdict: its warnings go to stderr too
+            print(f"metric-gate: {line}", file=sys.stderr)
         _emit(json.dumps(verdict, indent=2))
     else:
         _emit(str(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args))))

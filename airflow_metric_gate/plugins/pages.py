@@ -332,6 +332,12 @@ def task_page(
     if mark:
         head += f"<p>{mark}</p>"
     body = [head, "<h2>What regressed</h2>", summary]
+    warnings = [w for w in verdict.get("warnings", None) or () if isinstance(w, Mapping)]
+    if warnings:
+        items = "".join(f"<li>{escape(str(w.get('message', '')))}</li>" for w in warnings)
+        body.append("<h2>Warnings</h2><p class=\"mg-muted\">Points of the record that no gate judged: "
+                    "a value that is not a number is dropped, and a line no gate can name is not gated.</p>"
+                    f"<ul class=\"mg-warnings\">{items}</ul>")
     for view in declarations:
         e = view.entry
         steps = escape(steps_label(e["steps_key"]))

@@ -96,3 +96,5 @@ class VerdictSchema(Schema):
     summary = fields.List(fields.Nested(SummarySchema), load_default=list)
     results = fields.List(fields.Nested(ResultSchema), required=True)
     truncated = fields.Integer(required=True, validate=validate.Range(min=0))
+    #: Present when the record lost points (values that are not numbers) or lines no gate can read.
+    warnings = fields.List(fields.Dict(keys=fields.String()))
