@@ -179,6 +179,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--commit", help="commit sha kept as provenance (mark-untrusted --commit finds it)")
     run.add_argument("--training-job-id", help="training job id kept as provenance")
 
+    check = sub.add_parser("check", help="check gates files as a night would read them (for CI); stores nothing")
+    check.add_argument("gates", nargs="+", metavar="GATES",
+                       help="gates file(s): .yaml/.yml, .json or .py with register_ci_gate calls")
+    check.add_argument("--json", action="store_true", help="print each file's declarations as JSON")
+
     history = sub.add_parser("history", help="show the stored values of a metric")
     history.add_argument("metric_key", metavar="METRIC_KEY")
     history.add_argument("--series", required=True)
@@ -354,6 +359,31 @@ def _report_skipped(skipped: Sequence[tuple[str, str]]) -> None:
         print(f"metric-gate: record: skipped {printable(path)} ({reason})", file=sys.stderr)
 
 
+def _cmd_check(args: argparse.Namespace) -> int:
+    """Read every gates file as ``run`` and ``SelectStepsOperator`` do: exit 2 when any is invalid."""
+    bad = 0
+    report: dict[str, object] = {}
+    for path in args.gates:
+        try:
+            declarations, warnings = collapse_duplicates(load_gates_file(path))
+        except (DeclarationError, LocatedError) as exc:
+            bad += 1
+            _error(f"error: {exc}")
+            report[path] = {"valid": False, "error": str(exc)}
+            continue
+        for warning in warnings:
+            print(printable(f"metric-gate: warning: {warning}"), file=sys.stderr)
+        report[path] = {"valid": True, "declarations": [d.to_dict() for d in declarations], "warnings": warnings}
+        if not args.json:
+            print(printable(f"{path}: {len(declarations)} gate declaration(s), valid"))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    if bad:
+        _error(f"{bad} of {len(args.gates)} gates file(s) invalid")
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
 def _cmd_history(args: argparse.Namespace) -> int:
     with open_store(args.store, read_only=True) as store:
         rows = store.history(args.metric_key, series=args.series, backend=args.backend, suite=args.suite,
@@ -498,6 +528,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 _COMMANDS = {
     "run": _cmd_run,
+    "check": _cmd_check,
     "history": _cmd_history,
     "mark-untrusted": _cmd_mark,
     "mark-trusted": _cmd_mark,
