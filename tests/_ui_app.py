@@ -10,6 +10,7 @@ mounts it: routes, schemas, pages, tokens and headers.
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -75,19 +76,37 @@ def fill_store(url: str, folder) -> dict:
     return verdict
 
 
-def ui_client(monkeypatch, tmp_path, *, raise_server_exceptions: bool = True) -> tuple[TestClient, dict]:
-    """The app on a filled store: the client, and the verdict of the regressed night (``n5``)."""
+def make_app() -> Any:
+    """The plugin's app, its user taken from the ``X-Test-User`` header."""
+    app = create_app()
+    app.dependency_overrides[auth.current_user] = _user
+    return app
+
+
+def install(monkeypatch, tmp_path) -> dict:
+    """Fill a SQLite store under ``tmp_path`` and point the app's seams at it; return the regressed night's verdict."""
     url = f"sqlite:///{tmp_path / 'ui.db'}"
     verdict = fill_store(url, tmp_path)
     monkeypatch.setattr(app_module, "open_ui_store", lambda: open_store(url))
-    monkeypatch.setattr(app_module, "task_verdict", lambda dag_id, run_id, task_id, map_index: (
-        TaskVerdict("EvaluateGateOperator", "failed", verdict)
-        if (dag_id, run_id, task_id, map_index) == (DAG_ID, "scheduled__5", "evaluate_gate", -1) else None))
+
+    def task_verdict(dag_id: str, run_id: str, task_id: str, map_index: int) -> TaskVerdict | None:
+        with sqlite3.connect(":memory:") as db:  # bound as the metadata database binds them
+            db.execute("SELECT ?, ?, ?, ?", (dag_id, run_id, task_id, map_index)).fetchall()
+        if (dag_id, run_id, task_id, map_index) == (DAG_ID, "scheduled__5", "evaluate_gate", -1):
+            return TaskVerdict("EvaluateGateOperator", "failed", verdict)
+        return None
+
+    monkeypatch.setattr(app_module, "task_verdict", task_verdict)
     monkeypatch.setattr(auth, "is_authorized", _is_authorized)
     monkeypatch.setattr(auth, "_secret", lambda: b"test-secret-key-of-the-ui-tests")
-    app = create_app()
-    app.dependency_overrides[auth.current_user] = _user
-    return TestClient(app, raise_server_exceptions=raise_server_exceptions, follow_redirects=False), verdict
+    return verdict
+
+
+def ui_client(monkeypatch, tmp_path, *, raise_server_exceptions: bool = True) -> tuple[TestClient, dict]:
+    """The app on a filled store: the client, and the verdict of the regressed night (``n5``)."""
+    verdict = install(monkeypatch, tmp_path)
+    client = TestClient(make_app(), raise_server_exceptions=raise_server_exceptions, follow_redirects=False)
+    return client, verdict
 
 
 def as_user(name: str) -> dict[str, str]:

@@ -22,7 +22,7 @@ from urllib.parse import parse_qsl
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
-from marshmallow import Schema, ValidationError, fields
+from marshmallow import Schema, ValidationError, fields, validate
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, FAIL
@@ -49,7 +49,13 @@ from airflow_metric_gate.plugins.pages import (
     series_page,
     task_page,
 )
-from airflow_metric_gate.schemas.ui import MarkFormSchema, SeriesQuerySchema, TaskQuerySchema
+from airflow_metric_gate.schemas.ui import (
+    MAX_MAP_INDEX,
+    MapIndex,
+    MarkFormSchema,
+    SeriesQuerySchema,
+    TaskQuerySchema,
+)
 from airflow_metric_gate.store import StoreError, StoreUnavailable
 from airflow_metric_gate.verdict import VERDICT_SCHEMA
 
@@ -115,9 +121,18 @@ def _parameters(schema: Schema) -> list[dict]:
 
 
 def _field_schema(f: fields.Field) -> dict:
-    if isinstance(f, fields.Integer):
-        return {"type": "integer"}
-    return {"type": "string"}
+    """The JSON schema of one input field, with the bounds its validators check."""
+    spec: dict[str, Any] = {"type": "integer" if isinstance(f, (fields.Integer, MapIndex)) else "string"}
+    if isinstance(f, MapIndex):
+        spec.update(minimum=-1, maximum=MAX_MAP_INDEX)
+    for v in f.validators:
+        if isinstance(v, validate.Range):
+            spec.update({k: b for k, b in (("minimum", v.min), ("maximum", v.max)) if b is not None})
+        elif isinstance(v, validate.Length):
+            spec.update({k: b for k, b in (("minLength", v.min), ("maxLength", v.max)) if b is not None})
+        elif isinstance(v, validate.OneOf):
+            spec["enum"] = list(v.choices)
+    return spec
 
 
 def _form_body_schema(schema: Schema) -> dict:
