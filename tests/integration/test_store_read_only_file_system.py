@@ -63,10 +63,9 @@ def test_writers_exit_2_not_3_on_a_read_only_file_system(folder, name, argv):
 
 def test_the_persist_task_fails_without_retry_on_a_read_only_file_system(folder):
     code = textwrap.dedent(f"""
-        import os, sys
-        sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parents[1] / "unit")!r})
+        import os
+        from datetime import datetime, timezone
         os.environ["AIRFLOW_CONN_METRIC_GATE_DB"] = "sqlite:///{folder / 'existing.db'}"
-        from _airflow_context import context
         from airflow.sdk.exceptions import AirflowFailException
         from airflow_metric_gate.declarations import declare
         from airflow_metric_gate.operators.persist import PersistValuesOperator
@@ -74,8 +73,14 @@ def test_the_persist_task_fails_without_retry_on_a_read_only_file_system(folder)
         from airflow_metric_gate.selection import Selection
         gate = declare("m", steps="all", constraint={{"rel_up": 0.5, "rel_down": 0.5}})
         payload = selection_to_payload([Selection(gate, points=[(0, 1.0, 0)])])
+        class TI:
+            dag_id, run_id, task_id, map_index, try_number = "nightly", "scheduled__1", "t", -1, 1
+        class DagRun:
+            run_type = "scheduled"
+            logical_date = run_after = datetime(2026, 11, 30, tzinfo=timezone.utc)
+        context = {{"ti": TI(), "dag_run": DagRun(), "logical_date": DagRun.logical_date}}
         try:
-            PersistValuesOperator(task_id="persist_values", selection=payload, series="rl").execute(context())
+            PersistValuesOperator(task_id="persist_values", selection=payload, series="rl").execute(context)
         except AirflowFailException as err:
             print("FAIL-NOW", err)
         except Exception as err:
