@@ -34,7 +34,13 @@ from airflow_metric_gate.limits import (
 from airflow_metric_gate.pipeline import EarlierRunsPending, RunInfo, SeriesIdentity, ingest, new_run_id, run_gate
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import Record, RecordError
-from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, format_columns, render_report, show_command
+from airflow_metric_gate.report import (
+    DEFAULT_TABLE_ROWS,
+    format_columns,
+    render_report,
+    show_command,
+    warning_lines,
+)
 from airflow_metric_gate.storage import StorageUnavailable, is_uri, record_path, storage_errors
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
@@ -175,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "yet (a backfill); default: do not wait, exit 3 naming them")
     run.add_argument("--commit", help="commit sha kept as provenance (mark-untrusted --commit finds it)")
     run.add_argument("--training-job-id", help="training job id kept as provenance")
+
+    check = sub.add_parser("check", help="check gates files as a night would read them (for CI); stores nothing")
+    check.add_argument("gates", nargs="+", metavar="GATES",
+                       help="gates file(s): .yaml/.yml, .json or .py with register_ci_gate calls")
+    check.add_argument("--json", action="store_true", help="print each file's declarations as JSON")
 
     history = sub.add_parser("history", help="show the stored values of a metric")
     history.add_argument("metric_key", metavar="METRIC_KEY")
@@ -352,6 +363,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
             return EXIT_STORE_UNAVAILABLE
     if args.json:
+        for line in warning_lines(verdict):  # stdout holds only the verdict: its warnings go to stderr too
+            print(f"metric-gate: {line}", file=sys.stderr)
         _emit(json.dumps(verdict, indent=2))
     else:
         _emit(str(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args))))
@@ -369,6 +382,31 @@ def _where(verdict: dict, args: argparse.Namespace) -> tuple[str, ...]:
 def _report_skipped(skipped: Sequence[tuple[str, str]]) -> None:
     for path, reason in skipped:
         print(f"metric-gate: record: skipped {printable(path)} ({reason})", file=sys.stderr)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    """Read every gates file as ``run`` and ``SelectStepsOperator`` do: exit 2 when any is invalid."""
+    bad = 0
+    report: dict[str, object] = {}
+    for path in args.gates:
+        try:
+            declarations, warnings = collapse_duplicates(load_gates_file(path))
+        except (DeclarationError, LocatedError) as exc:
+            bad += 1
+            _error(f"error: {exc}")
+            report[path] = {"valid": False, "error": str(exc)}
+            continue
+        for warning in warnings:
+            print(printable(f"metric-gate: warning: {warning}"), file=sys.stderr)
+        report[path] = {"valid": True, "declarations": [d.to_dict() for d in declarations], "warnings": warnings}
+        if not args.json:
+            print(printable(f"{path}: {len(declarations)} gate declaration(s), valid"))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    if bad:
+        _error(f"{bad} of {len(args.gates)} gates file(s) invalid")
+        return EXIT_BAD_INPUT
+    return EXIT_OK
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
@@ -527,6 +565,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 _COMMANDS = {
     "run": _cmd_run,
+    "check": _cmd_check,
     "history": _cmd_history,
     "mark-untrusted": _cmd_mark,
     "mark-trusted": _cmd_mark,

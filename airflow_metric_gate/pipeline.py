@@ -38,7 +38,7 @@ from airflow_metric_gate.limits import (
 )
 from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.rules import is_warning
-from airflow_metric_gate.selection import LAST_STEP, Selection, select_steps
+from airflow_metric_gate.selection import LAST_STEP, Selection, dropped_warnings, more_warnings, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
 from airflow_metric_gate.store.rows import PROVENANCE_COLUMNS, WindowRun
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict, calibrated_sections
@@ -123,6 +123,18 @@ def select(record: Record, declarations: Iterable[GateDeclaration]) -> list[Sele
     return select_steps(record, declarations)
 
 
+def record_warnings(record: Record, declarations: Iterable[GateDeclaration]) -> list[dict]:
+    """Return what the verdict warns about a night's record: dropped points, lines no gate can read.
+
+    See :func:`~airflow_metric_gate.selection.dropped_warnings`; :func:`persist` keeps them with the
+    run and :func:`evaluate` puts them in the verdict's ``warnings``.
+
+    :param record: the ingested record.
+    :param declarations: the resolved declarations.
+    """
+    return dropped_warnings(record, list(declarations))
+
+
 def selection_to_payload(selections: Sequence[Selection]) -> dict:
     """Encode selections with their values: one entry per declaration, values as parallel lists.
 
@@ -201,7 +213,18 @@ def check_run(identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selec
                 raise StoreInputError(f"{d.metric_key!r}: step {step_problem(bad)}; nothing was written")
 
 
-def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selection]) -> dict:
+#: The provenance key under which a run keeps the warnings of its record (:func:`record_warnings`).
+WARNINGS_KEY = "record_warnings"
+
+
+def persist(
+    store: MetricStore,
+    identity: SeriesIdentity,
+    run: RunInfo,
+    selections: Sequence[Selection],
+    *,
+    warnings: Sequence[Mapping[str, Any]] = (),
+) -> dict:
     """Write a run (status ``pending``) and one row per selected (metric, step), atomically.
 
     Writing the same ``run.run_id`` again replaces that run's rows.
@@ -210,6 +233,8 @@ def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selectio
     :param identity: the series identity.
     :param run: the run being gated.
     :param selections: from :func:`select`.
+    :param warnings: from :func:`record_warnings`: kept with the run (provenance key
+        ``record_warnings``) for its verdict.
     :return: ``{"run_id", "rows", "errors", "declarations"}``; with no declarations nothing is
         stored (a run with no declarations is trusted and stores nothing).
     :raises StoreInputError: a key, step or date is over its limit (:func:`check_run`); nothing
@@ -233,7 +258,8 @@ def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selectio
             ordinal += 1
     row = RunRow(
         run_id=run.run_id, series=identity.series, backend=identity.backend, suite=identity.suite,
-        role=run.role, status="pending", logical_date=run.logical_date, provenance=dict(run.provenance),
+        role=run.role, status="pending", logical_date=run.logical_date,
+        provenance={**run.provenance, **({WARNINGS_KEY: [dict(w) for w in warnings]} if warnings else {})},
         declarations=[s.declaration.summary() for s in selections], selection_errors=errors,
     )
     rows = store.write_run(row, values)
@@ -446,6 +472,9 @@ def evaluate(
         warn_declarations=[key for key, gate in gates.items() if is_warning(gate)],
         sections=calibrated_sections(gates, decisions, starved_reasons),
     )
+    warnings = run.provenance.get(WARNINGS_KEY)
+    if warnings:  # additive (SPEC 10, 11): present when the record lost points or lines
+        verdict["warnings"] = _fitting_warnings(verdict, list(warnings), max_bytes)
     counts = verdict["counts"]
     reason = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s]) or "no declarations"
     if record:
@@ -541,6 +570,21 @@ def _judge_calibrated(store: MetricStore, run: RunRow, gates: dict, run_errors: 
     return part
 
 
+def _fitting_warnings(verdict: dict, warnings: list[dict], max_bytes: int | None) -> list[dict]:
+    """The warnings, fewer when the verdict must stay below ``max_bytes`` (a last entry counts the left-out ones)."""
+    if max_bytes is None:
+        return warnings
+    left_out = 0
+    if warnings and warnings[-1].get("kind") == "more":
+        left_out = int(warnings.pop().get("count") or 0)
+    while True:
+        shown = warnings + ([more_warnings(left_out)] if left_out else [])
+        if not warnings or len(json.dumps({**verdict, "warnings": shown}).encode()) <= max_bytes:
+            return shown
+        warnings.pop()
+        left_out += 1
+
+
 def empty_verdict(identity: SeriesIdentity, run: RunInfo, *, enforce: bool = False) -> dict:
     """Return the verdict of a run with no declarations: trusted, nothing stored.
 
@@ -596,7 +640,7 @@ def run_gate(
     selections = select(record, declarations)
     if not selections:
         return empty_verdict(identity, run, enforce=bool(evaluate_kwargs.get("enforce")))
-    persist(store, identity, run, selections)
+    persist(store, identity, run, selections, warnings=record_warnings(record, declarations))
     if on_stored is not None:
         on_stored(run.run_id)
     history_limit = evaluate_kwargs.get("history_limit", DEFAULT_HISTORY_LIMIT)

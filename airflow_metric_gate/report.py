@@ -23,6 +23,7 @@ __all__ = [
     "show_command",
     "summary_entry_line",
     "summary_line",
+    "warning_lines",
 ]
 
 #: The rendered table shows at most this many results per declaration, worst first.
@@ -229,15 +230,18 @@ class Report:
     :param grep_line: the greppable line (:func:`summary_line`).
     :param table: the capped table (:func:`render_table`), several lines.
     :param where: where the full verdict is.
+    :param warnings: one line per warning of the verdict (points dropped from the record, lines
+        no gate can read), each naming file and line.
     """
 
     summary: tuple[str, ...]
     grep_line: str
     table: str
     where: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return "\n".join([*self.summary, self.grep_line, self.table, *self.where])
+        return "\n".join([*self.summary, *self.warnings, self.grep_line, self.table, *self.where])
 
 
 def render_report(
@@ -258,7 +262,16 @@ def render_report(
         grep_line=summary_line(verdict),
         table=render_table(verdict, table_rows=table_rows, fails=fails),
         where=tuple(where),
+        warnings=warning_lines(verdict),
     )
+
+
+def warning_lines(verdict: Mapping) -> tuple[str, ...]:
+    """One ``warning: ...`` line per entry of the verdict's ``warnings`` (control characters escaped).
+
+    :param verdict: a verdict.
+    """
+    return tuple(printable(f"warning: {w.get('message', '')}") for w in verdict.get("warnings", ()) or ())
 
 
 def show_command(verdict: Mapping) -> str:

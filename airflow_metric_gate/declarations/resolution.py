@@ -199,7 +199,8 @@ def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[G
     The one check of a coordinate declared twice (SPEC 4), whatever the declarations came from
     (gates files, DAG files, both): the first declaration is kept, each later one with the same
     ``enforce``, ``allowlist_reason`` and opt-in judging options is dropped with a warning naming
-    both places; a file the reference gate accepts is never rejected for it.
+    both places; a file the reference gate accepts is never rejected for it.  A declaration with
+    an empty ``metric_key`` (which the reference gate accepts) is kept with a warning naming its place.
 
     :param declarations: resolved declarations, in declaration order.
     :return: the declarations without duplicates, in first-seen order, and the warnings.
@@ -210,6 +211,9 @@ def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[G
     kept: dict[tuple[str, str, str], GateDeclaration] = {}
     warnings: list[str] = []
     for declaration in declarations:
+        if declaration.metric_key == "" and declaration.coordinate not in kept:
+            warnings.append(f"gate at {_place(declaration)} has an empty metric_key; it is gated as written and "
+                            "matches only a record metric named \"\" (usually a typo)")
         first = kept.setdefault(declaration.coordinate, declaration)
         if first is declaration:
             continue

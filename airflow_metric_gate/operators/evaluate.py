@@ -263,6 +263,8 @@ class EvaluateGateOperator(MetricGateBaseOperator):
         log = self.log.info if verdict["trusted"] else self.log.warning
         for line in report.summary:  # first: what regressed, one line per failing declaration
             log("%s", line)
+        for line in report.warnings:  # then what the record lost: points dropped, lines no gate reads
+            self.log.warning("%s", line)
         log("%s", summary)  # a log line of its own, to grep for
         self.log.info("Verdict:\n%s", report.table)
         for line in report.where:

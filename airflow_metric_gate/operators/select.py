@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_metric_gate.declarations import (
     GateDeclaration,
+    check_declarations,
     collapse_duplicates,
     load_gates_file,
     resolve_declarations,
     with_policy,
 )
+from airflow_metric_gate.declarations.checking import is_local_literal_path
 from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.operators.base import MetricGateBaseOperator
@@ -96,7 +98,9 @@ class SelectStepsOperator(MetricGateBaseOperator):
 
     Declarations come from a gates file (YAML, JSON, or a Python test file with
     ``register_ci_gate(...)`` calls, parsed and never executed), from ``gates`` written in the DAG
-    file, or both.  Invalid declarations or a malformed record fail the task without retries.
+    file, or both.  Invalid declarations or a malformed record fail the task without retries; and
+    when the DAG file is parsed, a local ``gates_file`` written as a plain path and the ``gates``
+    written in the DAG file are checked already, so a bad one is a DAG import error, not a failed night.
 
     The task's return value is a reference, never the values: the record's location, format and
     checksum, the resolved declarations, and counts; a few hundred bytes per declaration whatever
@@ -151,6 +155,24 @@ class SelectStepsOperator(MetricGateBaseOperator):
         self.defaults = defaults
         self.format = format
         self.storage_conn_id = storage_conn_id
+        self._check_when_parsed()
+
+    def _check_when_parsed(self) -> None:
+        """Refuse invalid declarations when the DAG file is parsed, so a bad gates file never reaches a night.
+
+        Only what is known now is checked, cheaply: a local ``gates_file`` written as a plain path
+        (read once per version of the file; a templated path or a URI waits for the night) and the
+        ``gates`` written in the DAG file.
+
+        :raises DeclarationError: naming the file, line and field (a DAG import error).
+        """
+        gates = self.gates if isinstance(self.gates, (list, tuple)) else None
+        if gates is None and not is_local_literal_path(self.gates_file):
+            return
+        fileloc = getattr(self.dag, "fileloc", None) if self.has_dag() else None
+        source = f"{self.dag_id}.{self.task_id}" if self.has_dag() else self.task_id
+        check_declarations(gates_file=self.gates_file, gates=gates, defaults=self.defaults,
+                           relative_to=os.path.dirname(fileloc) if fileloc else None, source=source)
 
     def _gates_path(self) -> str | None:
         path = optional(self.gates_file)

@@ -266,7 +266,8 @@ class DeclarationSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    metric_key = TextField(non_empty=True, required=True, error_messages={"required": "missing (required)"})
+    # "" is accepted, as the reference gate accepts it (it matches only a metric named ""); callers warn
+    metric_key = TextField(required=True, error_messages={"required": "missing (required)"})
     steps = StepsField()
     constraint = ConstraintField()
     enforce = StrictBooleanField(load_default=False)
@@ -341,7 +342,7 @@ class GateDeclarationSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    metric_key = TextField(non_empty=True, required=True)
+    metric_key = TextField(required=True)
     steps = StepsField(required=True)
     constraint = fields.Dict(keys=fields.String(), values=fields.Float(allow_nan=False), required=True)
     steps_key = fields.String(required=True)

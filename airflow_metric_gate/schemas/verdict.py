@@ -108,3 +108,5 @@ class VerdictSchema(Schema):
     improvements = fields.List(fields.Dict())
     blowups = fields.List(fields.Dict())
     starved = fields.List(fields.Dict())
+    #: Present when the record lost points (values that are not numbers) or lines no gate can read.
+    warnings = fields.List(fields.Dict(keys=fields.String()))

@@ -210,8 +210,7 @@ def test_zero_constraint_values_are_allowed():
         ({"enforce": 1}, "field 'enforce': must be true or false, got 1"),
         ({"enforce": "yes"}, "field 'enforce': must be true or false, got 'yes'"),
         ({"allowlist_reason": 3}, "field 'allowlist_reason': must be a string, got 3"),
-        ({"metric_key": ""}, "field 'metric_key': must be a non-empty string, got ''"),
-        ({"metric_key": None}, "field 'metric_key': must be a non-empty string, got None"),
+        ({"metric_key": None}, "field 'metric_key': must be a string, got None"),
     ],
 )
 def test_other_fields_are_validated(kwargs, message):
