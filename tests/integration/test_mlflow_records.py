@@ -146,3 +146,88 @@ def test_nights_gated_end_to_end_through_the_cli(capsys, tmp_path, store_url, ml
     with open_store(store_url) as store:
         assert store.get_run("night-4").status == "untrusted"
         assert store.count("runs") == 4
+
+
+# -- TrainingOutputSensor on an MLflow run: poke, reschedule and deferrable -------------------------
+
+
+def _sensor(path, **kwargs):
+    from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
+
+    kwargs.setdefault("poke_interval", 0.05)
+    kwargs.setdefault("timeout", 60)
+    return TrainingOutputSensor(task_id="wait_for_record", path=path, format="mlflow", **kwargs)
+
+
+def test_poke_waits_for_the_run_to_finish_and_pushes_the_run_found(mlflow_server, experiment):
+    client = mlflow_server.client()
+    where = f"experiments:/{experiment}?tag.night=2026-11-30&tracking_uri={mlflow_server.uri}"
+    sensor = _sensor(where)
+    assert not sensor.poke({})  # no run yet
+    run_id = log_mlflow_night(client, experiment, night_points(0.8), tags={"night": "2026-11-30"}, status=None)
+    assert not sensor.poke({})  # RUNNING
+    client.set_terminated(run_id)
+    assert sensor.poke({}).xcom_value == _location(mlflow_server, run_id)
+
+
+def test_reschedule_mode_frees_the_worker_while_the_run_is_running(mlflow_server, experiment):
+    from datetime import datetime, timezone
+    from unittest import mock
+
+    from airflow.sdk.exceptions import AirflowRescheduleException
+
+    client = mlflow_server.client()
+    run_id = log_mlflow_night(client, experiment, night_points(0.8), status=None)
+    sensor = _sensor(_location(mlflow_server, run_id), mode="reschedule", timeout=3600)
+    ti = mock.Mock()
+    ti.get_first_reschedule_date.return_value = None
+    with pytest.raises(AirflowRescheduleException):
+        sensor.execute({"ti": ti})
+    client.set_terminated(run_id)
+    ti.get_first_reschedule_date.return_value = datetime.now(timezone.utc)
+    assert sensor.execute({"ti": ti}) == _location(mlflow_server, run_id)
+
+
+def test_a_failed_run_fails_the_sensor_without_retry_in_every_mode(mlflow_server, experiment):
+    import asyncio
+
+    from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+
+    client = mlflow_server.client()
+    failed = log_mlflow_night(client, experiment, night_points(0.8), status="FAILED")
+    with pytest.raises(AirflowFailException, match="the run ended FAILED"):
+        _sensor(_location(mlflow_server, failed)).poke({})
+    running = log_mlflow_night(client, experiment, night_points(0.8), status=None)
+    sensor = _sensor(_location(mlflow_server, running), deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    trigger = deferred.value.trigger
+
+    async def collect():
+        asyncio.get_running_loop().call_later(0.3, lambda: client.set_terminated(running, status="KILLED"))
+        return [event async for event in trigger.run()]
+
+    (event,) = asyncio.run(asyncio.wait_for(collect(), 60))
+    assert event.payload["status"] == "bad_input" and "KILLED" in event.payload["message"]
+    with pytest.raises(AirflowFailException, match="KILLED"):
+        sensor.execute_complete({}, event.payload)
+
+
+def test_deferrable_mode_resumes_when_the_run_finishes(mlflow_server, experiment):
+    import asyncio
+
+    from airflow.sdk.exceptions import TaskDeferred
+
+    client = mlflow_server.client()
+    run_id = log_mlflow_night(client, experiment, night_points(0.8), status=None)
+    sensor = _sensor(_location(mlflow_server, run_id), deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+
+    async def collect():
+        asyncio.get_running_loop().call_later(0.3, lambda: client.set_terminated(run_id))
+        return [event async for event in deferred.value.trigger.run()]
+
+    (event,) = asyncio.run(asyncio.wait_for(collect(), 60))
+    assert event.payload == {"status": "success", "location": _location(mlflow_server, run_id)}
+    assert sensor.execute_complete({}, event.payload) == _location(mlflow_server, run_id)
