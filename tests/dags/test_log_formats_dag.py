@@ -1,18 +1,18 @@
-"""The metric_gate task group on TensorBoard, CSV and MLflow records, with dag.test(), on both stores (issue 21).
+"""examples/{tensorboard,csv,mlflow}_nightly.py: the metric_gate task group on each log format, on both stores.
 
-Each test runs four nights of one DAG: three clean baseline nights, then a regressed night whose
+Each test runs four nights of one example DAG with dag.test(): three clean baseline nights, then a regressed night whose
 ``evaluate_gate`` fails.  The sensor waits deferred (its trigger runs in line under dag.test()).
 """
 
 from __future__ import annotations
 
-import textwrap
+import shutil
 import uuid
+from pathlib import Path
 
 import pytest
 from _gate_data import store_query
 from _log_writers import (
-    GATES_YAML,
     MlflowServer,
     log_mlflow_night,
     night_points,
@@ -25,25 +25,7 @@ pytestmark = pytest.mark.airflow_db
 NIGHTS = ("2026-11-01", "2026-11-02", "2026-11-03", "2026-11-04")
 REWARDS = (0.8, 0.81, 0.82, 0.4)  # the last night regresses
 
-DAG_TEMPLATE = """
-from __future__ import annotations
-
-import pendulum
-from airflow.sdk import DAG
-
-from airflow_metric_gate.task_groups import metric_gate
-
-with DAG(dag_id={dag_id!r}, schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"), catchup=False):
-    metric_gate(
-        series="rl",
-        path={path!r},
-        format={format!r},
-        gates_file={gates!r},
-        role="baseline",
-        poke_interval=0.2,
-        timeout=120,
-    )
-"""
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -63,15 +45,13 @@ def mlflow_server(tmp_path_factory):
         server.stop()
 
 
-def _run_nights(airflow_env, tmp_path, store_url, format, path):
-    dag_id = f"gate_{format}_{uuid.uuid4().hex[:8]}"
-    gates = tmp_path / "gates.yaml"
-    gates.write_text(GATES_YAML)
-    source = DAG_TEMPLATE.format(dag_id=dag_id, path=path, format=format, gates=str(gates))
-    dag_file = airflow_env.scratch_dags / f"{dag_id}.py"
-    dag_file.write_text(textwrap.dedent(source))
+def _run_nights(airflow_env, store_url, example, dag_id, conf):
+    """Run an example DAG (copied into the scratch bundle) as baseline for every night, in order."""
+    dag_file = airflow_env.scratch_dags / example
+    shutil.copy(EXAMPLES / example, dag_file)
     return airflow_env.dag_tests(
-        [{"dag_id": dag_id, "dag_file": dag_file, "logical_date": f"{night}T00:00:00+00:00"} for night in NIGHTS],
+        [{"dag_id": dag_id, "dag_file": dag_file, "logical_date": f"{night}T00:00:00+00:00",
+          "conf": {**conf, "role": "baseline"}} for night in NIGHTS],
         env={"AIRFLOW_CONN_METRIC_GATE_DB": store_url},
         timeout=1200,
     )
@@ -105,7 +85,8 @@ def test_tensorboard_nights(airflow_env, tmp_path, store_url):
         folder = root / night
         folder.mkdir(parents=True)
         write_tensorboard_night(folder, night_points(reward))
-    results = _run_nights(airflow_env, tmp_path, store_url, "tensorboard", f"{root}/{{{{ ds }}}}")
+    results = _run_nights(airflow_env, store_url, "tensorboard_nightly.py", "gate_tensorboard_nightly",
+                          {"log_root": str(root)})
     _check(results, store_url)
 
 
@@ -114,7 +95,7 @@ def test_csv_nights(airflow_env, tmp_path, store_url):
     for night, reward in zip(NIGHTS, REWARDS):
         write_lightning_csv(root / night / "metrics.csv", night_points(reward))
         (root / night / "_SUCCESS").touch()
-    results = _run_nights(airflow_env, tmp_path, store_url, "csv", f"{root}/{{{{ ds }}}}")
+    results = _run_nights(airflow_env, store_url, "csv_nightly.py", "gate_csv_nightly", {"log_root": str(root)})
     _check(results, store_url, points=12)  # the epoch column is a metric too
 
 
@@ -123,7 +104,7 @@ def test_mlflow_nights(airflow_env, tmp_path, store_url, mlflow_server):
     experiment = f"nightly-{uuid.uuid4().hex[:8]}"
     for night, reward in zip(NIGHTS, REWARDS):
         log_mlflow_night(client, experiment, night_points(reward), tags={"night": night})
-    path = f"experiments:/{experiment}?tag.night={{{{ ds }}}}&tracking_uri={mlflow_server.uri}"
-    results = _run_nights(airflow_env, tmp_path, store_url, "mlflow", path)
+    results = _run_nights(airflow_env, store_url, "mlflow_nightly.py", "gate_mlflow_nightly",
+                          {"experiment": experiment, "tracking_uri": mlflow_server.uri})
     _check(results, store_url)
     assert results[0].xcom["metric_gate.wait_for_record"].startswith("runs:/")
