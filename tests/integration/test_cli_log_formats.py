@@ -80,3 +80,15 @@ def test_a_csv_log_without_a_step_column_exits_2_and_stores_nothing(capsys, tmp_
     assert f"{record}:1: no 'step' column" in err
     with open_store(store_url) as store:
         assert store.count("runs") == 0
+
+
+def test_run_gate_reads_a_log_format_in_python(tmp_path, store_url):
+    from airflow_metric_gate import run_gate
+
+    gates = [{"metric_key": "rollout/raw_reward", "steps": "last", "constraint": {"rel_up": 0.1, "rel_down": 0.1}}]
+    for day, reward in ((1, 0.8), (2, 0.8), (3, 0.5)):
+        record = write_lightning_csv(tmp_path / f"n{day}" / "metrics.csv", night_points(reward))
+        verdict = run_gate(record.parent, gates, series="rl", store=store_url, format="csv", run_id=f"n{day}",
+                           logical_date=f"2026-11-0{day}", enforce=True)
+    assert verdict.blocked and verdict.counts["FAIL"] == 1
+    assert verdict.results[0]["at_step"] == 3 and verdict.results[0]["current"] == pytest.approx(0.53)
