@@ -231,3 +231,47 @@ def test_deferrable_mode_resumes_when_the_run_finishes(mlflow_server, experiment
     (event,) = asyncio.run(asyncio.wait_for(collect(), 60))
     assert event.payload == {"status": "success", "location": _location(mlflow_server, run_id)}
     assert sensor.execute_complete({}, event.payload) == _location(mlflow_server, run_id)
+
+
+# -- the operators: ingest pins the run, persist refuses a run changed since ---------------------
+
+
+def test_ingest_pins_the_run_and_a_run_changed_since_is_refused(mlflow_server, experiment):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_metric_gate.operators._record_copy import RecordChanged
+    from airflow_metric_gate.operators.ingest import IngestRecordOperator, checked_record
+
+    client = mlflow_server.client()
+    run_id = log_mlflow_night(client, experiment, night_points(0.8))
+    location = _location(mlflow_server, run_id)
+    summary = IngestRecordOperator(task_id="ingest", location=location, format="mlflow").execute({})
+    assert json.loads(json.dumps(summary)) == summary
+    assert (summary["format"], summary["metrics"], summary["points"], summary["files"]) == ("mlflow", 2, 8, 1)
+    record, from_copy = checked_record(location, None, "mlflow", summary["checksum"])
+    assert record["train/grad_norm"] == [(s, 1.0) for s in range(4)] and not from_copy
+    client.log_metric(run_id, "train/grad_norm", 5.0, step=9)  # logged after the night was ingested
+    with pytest.raises(RecordChanged, match="changed after it was ingested"):
+        checked_record(location, None, "mlflow", summary["checksum"])
+    running = log_mlflow_night(client, experiment, night_points(0.8), status=None)
+    with pytest.raises(AirflowFailException, match="RUNNING"):
+        IngestRecordOperator(task_id="ingest", location=_location(mlflow_server, running),
+                             format="mlflow").execute({})
+
+
+def test_an_unreachable_tracking_server_is_an_outage_not_bad_input(capsys, tmp_path, monkeypatch):
+    from _log_writers import free_port
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+    from airflow_metric_gate.operators.ingest import IngestRecordOperator
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    location = f"runs:/{'a' * 32}?tracking_uri=http://127.0.0.1:{free_port()}"  # nothing listens there
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(GATES_YAML)
+    code, _, err = _run(capsys, "run", location, "--format", "mlflow", "--gates", gates,
+                        "--store", f"sqlite:///{tmp_path / 'store.db'}")
+    assert code == 3 and "storage unavailable (retry later)" in err
+    with pytest.raises(AirflowException) as raised:
+        IngestRecordOperator(task_id="ingest", location=location, format="mlflow").execute({})
+    assert not isinstance(raised.value, AirflowFailException)
