@@ -552,9 +552,11 @@ def _read_event_file(
     invalid_steps: dict[str, list[InvalidStep]],
     pause_gc: Callable[[], None],
 ) -> None:
+    from airflow_metric_gate.formats.tensorboard import EventFileError, read_event_file, require_libraries
+
     try:
-        from airflow_metric_gate.formats.tensorboard import EventFileError, read_event_file
-    except ImportError as err:  # pragma: no cover - depends on the installed extras
+        require_libraries()
+    except ImportError as err:
         raise RecordError(_missing_extra("tensorboard", err)) from None
     pause_gc()  # the file's values are tuples until they become columns
     try:

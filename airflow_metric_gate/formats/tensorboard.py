@@ -132,6 +132,15 @@ def _tensor_scalar(tensor: Any) -> Any:
     return None
 
 
+def require_libraries() -> None:
+    """Import the libraries the reader needs (the ``tensorboard`` extra).
+
+    :raises ImportError: protobuf or crc32c is not installed.
+    """
+    import crc32c  # noqa: F401
+    import google.protobuf.message  # noqa: F401
+
+
 class EventFileError(Exception):
     """An event file is truncated or corrupted at ``offset``.
 
