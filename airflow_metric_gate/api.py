@@ -136,7 +136,8 @@ def run_gate(
 ) -> Verdict:
     """Ingest a record, select the declared steps, store them and judge them: ``metric-gate run`` in Python.
 
-    :param record: the record: a JSON Lines file, a directory of them, or an object-storage URI.
+    :param record: the record: a JSON Lines file, a directory of them, or an object-storage URI;
+        TensorBoard event files or CSV logs (a file or folder); for ``mlflow``, the run's location.
     :param declarations: anything :func:`load_declarations` accepts.
     :param series: the training job whose nights are comparable.
     :param backend: the hardware backend.
@@ -154,7 +155,7 @@ def run_gate(
     :param aggregate: ``mean`` or ``median``.
     :param all_results: list every result, not only FAIL and ERROR.
     :param max_results: at most this many results (``None``: no limit).
-    :param format: the record format (``series``).
+    :param format: the record format: ``series``, ``rows``, ``tensorboard``, ``csv`` or ``mlflow``.
     :param wait: seconds to wait for earlier pending nights to be judged.
     :param provenance: ``commit_sha``, ``training_job_id`` and any free-form fields, stored with the run.
     :param policy: ``reference`` or ``calibrated`` (recommended) for the declarations that set no

@@ -21,7 +21,7 @@ from airflow_metric_gate.accept import current_user
 from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.decision import POLICIES
 from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file, with_policy
-from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES
+from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES, RecordFormat
 from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.limits import (
@@ -319,6 +319,9 @@ def _read_record(args: argparse.Namespace) -> Record:
     Airflow (imported for a URI) logs to stdout; its lines go to stderr so that stdout keeps
     only the verdict.
     """
+    if args.format == RecordFormat.MLFLOW:  # RECORD names the run (runs:/<id>, experiments:/<name>?tag.k=v)
+        with contextlib.redirect_stdout(sys.stderr):
+            return ingest(args.record, format=args.format)
     with contextlib.redirect_stdout(sys.stderr), storage_errors(args.record):
         location = record_path(args.record, conn_id=args.storage_conn_id) if is_uri(args.record) else args.record
         return ingest(location, format=args.format)

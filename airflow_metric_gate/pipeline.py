@@ -108,8 +108,8 @@ def airflow_store_run_id(
 def ingest(location: Any, *, format: str = "series") -> Record:
     """Read and validate a record.
 
-    :param location: a file or directory (path or pathlib-like object).
-    :param format: ``series`` or ``rows``.
+    :param location: a file or directory (path or pathlib-like object); for ``mlflow``, the run's location.
+    :param format: ``series``, ``rows``, ``tensorboard``, ``csv`` or ``mlflow``.
     """
     return read_record(location, format=format)
 

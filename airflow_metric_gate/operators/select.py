@@ -124,8 +124,8 @@ class SelectStepsOperator(MetricGateBaseOperator):
         ``constraint``, ``enforce``, ``allowlist_reason``) or ``GateDeclaration`` objects.
     :param defaults: entries extending or overriding the built-in defaults table (a gates file's
         own ``defaults`` take precedence for its declarations).
-    :param format: the record format, ``series`` or ``rows``; ``None`` uses the one the ingest
-        task reported, else ``series`` (templated).
+    :param format: the record format (``series``, ``rows``, ``tensorboard``, ``csv``, ``mlflow``);
+        ``None`` uses the one the ingest task reported, else ``series`` (templated).
     :param storage_conn_id: the Airflow connection of the object storage, if any (templated).
     :param policy: ``reference`` or ``calibrated`` for the declarations that set no policy of their
         own (nor their gates file); ``None``: ``reference`` (templated).
