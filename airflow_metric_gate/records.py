@@ -666,7 +666,7 @@ def _read_event_file(
     fh: Any,
     name: str,
     metrics: dict[str, list[Point] | Columns],
-    invalid_steps: dict[str, list[InvalidStep]],
+    notes: _Notes,
     pause_gc: Callable[[], None],
 ) -> None:
     from airflow_metric_gate.formats.tensorboard import EventFileError, read_event_file, require_libraries
@@ -680,14 +680,14 @@ def _read_event_file(
         per_metric = read_event_file(fh)
     except EventFileError as err:
         raise RecordError(str(err), path=name) from None
-    add_log_points(per_metric, name, metrics, invalid_steps)
+    add_log_points(per_metric, name, metrics, notes.invalid_steps)
 
 
 def _read_csv(
     fh: Any,
     name: str,
     metrics: dict[str, list[Point] | Columns],
-    invalid_steps: dict[str, list[InvalidStep]],
+    notes: _Notes,
     pause_gc: Callable[[], None],
 ) -> None:
     from airflow_metric_gate.formats.csv_log import CsvLogError, read_csv_log
@@ -696,7 +696,7 @@ def _read_csv(
         per_metric = read_csv_log(fh)
     except CsvLogError as err:
         raise RecordError(str(err), path=name, line=err.line) from None
-    add_log_points(per_metric, name, metrics, invalid_steps)
+    add_log_points(per_metric, name, metrics, notes.invalid_steps)
 
 
 def _missing_extra(extra: str, err: ImportError) -> str:
