@@ -236,6 +236,31 @@ def _dropped_at(record: Record, metric: str, wanted: Sequence[int]) -> dict[int,
     return said
 
 
+def _not_a_number(record: Record, metric: str, steps: object) -> str | None:
+    """Under the calibrated policy a value that is not a number is an ERROR, never a dropped point.
+
+    ``"all"``: any such point; ``"last"``: when the last point is one; a steps list: when a listed
+    step's point is one (the listed-step error of :func:`_select_listed` says so already).
+    """
+    notes = getattr(record, "dropped", {}).get(metric, ())
+    count = getattr(record, "dropped_count", {}).get(metric, len(notes))
+    if steps == "last":
+        points = record.last_line(metric) if hasattr(record, "last_line") and record.last_line(metric) else None
+        points = points if points is not None else record[metric]
+        if not points or is_numeric(points[-1][1]):
+            return None
+        step, value = points[-1][0], points[-1][1]
+        where = next((f" ({_place(n[2], n[3])})" for n in notes if n[0] == step and n[1] is value), "")
+        return (f"metric {metric!r}: the last point, step {_fmt_step(step)}, has the value {_json_text(value)}"
+                f"{where}, which is not a number (policy calibrated: an ERROR, not a dropped point)")
+    if steps != "all" or not notes:
+        return None
+    step, value, path, line = notes[0]
+    more = f"; {count - 1} more such point(s)" if count > 1 else ""
+    return (f"metric {metric!r}: step {_fmt_step(step)} has the value {_json_text(value)} ({_place(path, line)}), "
+            f"which is not a number (policy calibrated: an ERROR, not a dropped point){more}")
+
+
 def select_declaration(record: Record, declaration: GateDeclaration) -> Selection:
     """Select the values one declaration asks for.
 
@@ -247,6 +272,10 @@ def select_declaration(record: Record, declaration: GateDeclaration) -> Selectio
     if metric not in record:
         return Selection(declaration, error=f"metric {metric!r} is absent from the record")
     steps = declaration.steps
+    if declaration.policy == "calibrated" and getattr(record, "dropped_count", {}).get(metric):
+        error = _not_a_number(record, metric, steps)
+        if error:
+            return Selection(declaration, error=error)
     last_line = record.last_line(metric) if steps == "last" and hasattr(record, "last_line") else None
     if last_line is not None:  # a metric on several lines: "last" is the last point of the last line (SPEC 11)
         numeric = _numeric_points(last_line)

@@ -173,3 +173,22 @@ def test_blocking_is_decided_in_one_place():
     assert not blocks(FAIL, {**GATE, "severity": "warn"}, enforce=True)
     assert not blocks(ERROR, {**GATE, "allowlist_reason": "known"}, enforce=True)
     assert not blocks(PASS, GATE, enforce=True)
+
+
+def test_a_value_that_is_not_a_number_is_an_error_under_calibrated_and_a_warning_under_reference(tmp_path):
+    import json
+
+    from airflow_metric_gate.declarations import declare
+    from airflow_metric_gate.records import read_record
+    from airflow_metric_gate.selection import select_steps
+
+    path = tmp_path / "night.jsonl"
+    path.write_text(json.dumps({"metric": "train/grad_norm", "series": [[0, None], [1, 1.1], [2, "nan"]]}) + "\n")
+    record = read_record(path)
+    reference = select_steps(record, [declare("train/grad_norm", steps="all")])[0]
+    assert reference.error is None and reference.steps == [1]  # the reference gate drops them
+    calibrated = select_steps(record, [declare("train/grad_norm", steps="all", policy="calibrated")])[0]
+    assert calibrated.error == (f"metric 'train/grad_norm': step 0 has the value null ({path} line 1), which is not "
+                                "a number (policy calibrated: an ERROR, not a dropped point); 1 more such point(s)")
+    last = select_steps(record, [declare("train/grad_norm", steps="last", policy="calibrated")])[0]
+    assert last.error is not None and 'step 2, has the value "nan"' in last.error
