@@ -100,6 +100,13 @@ def test_a_level_shift_pages_once_and_accept_rebaselines_from_its_nights(capsys,
     assert pages == [1, 0, 0]  # the first night pages; the next ones continue the shift
     [shift] = verdict["level_shifts"]
     assert shift["since_run_id"] == "night-010" and shift["nights"] == 3 and shift["change"] < -0.15
+    # the text report (the task log, metric-gate run) says it once and what to do
+    record = _record(tmp_path / "again.jsonl", rng, reward_factor=0.75)
+    code, out, _ = _run(capsys, "run", record, "--gates", gates, "--series", "rl", "--store", store_url,
+                        "--run-id", "night-012", "--logical-date", _date(12))
+    assert code == 0 and "LEVEL SHIFT rollout/raw_reward (steps \"all\") since 2026-01-11" in out
+    assert "not paging again" in out and "metric-gate accept --series rl --backend cuda --suite default --since " \
+        "night-010" in out
     code, out, err = _run(capsys, "accept", "--series", "rl", "--since", shift["since_run_id"], "--reason",
                           "dataset v4", "--store", store_url)
     assert code == 0 and "3 of 3 night(s) marked trusted" in out, err
