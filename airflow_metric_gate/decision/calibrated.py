@@ -57,9 +57,13 @@ __all__ = [
 
 #: The false-alarm rate of one declaration's night test on its regression side (both sides
 #: together for ``direction: both``).
-FALSE_ALARM = 0.001
+FALSE_ALARM = 0.0005
+#: The false-alarm rate of each sustained-shift test (2 and 3 nights in a row, see :data:`SUSTAINED_NIGHTS`).
+SUSTAINED_FALSE_ALARM = 0.0002
 #: The false-alarm rate of the drift test.
-DRIFT_FALSE_ALARM = 0.001
+DRIFT_FALSE_ALARM = 0.0002
+#: The sustained-shift test adds up the normalised ``z`` of this many nights in a row, tonight's included.
+SUSTAINED_NIGHTS = (2, 3)
 #: Trusted nights a declaration needs before its night test judges (fewer: INACTIVE, while the
 #: faults that need no history are still judged).
 CALIBRATION_MIN = 5
@@ -331,7 +335,20 @@ def judge_declaration(
     df = max(m - 1, 1) if len(judged) >= MANY_STEPS else min(max(m - 1, 1), HEAVY_TAIL_DF)
     q = t_quantile(1.0 - (FALSE_ALARM if one_sided else FALSE_ALARM / 2.0), df) * math.sqrt(1.0 + 1.0 / m)
     z = (statistic - center) / sd
+    zn = z / math.sqrt(1.0 + 1.0 / m)  # about unit variance on a clean night, whatever the history's length
     worse = _worse_side(direction, z, q)
+    previous = choice.recent[-1].outcome if choice.recent else None
+    sustained = None
+    if not worse:
+        agrees = (previous is not None and previous.get("o") in ("fail", "shift") and previous.get("side")
+                  and _worse_side(direction, z, q / 2.0) == previous["side"]
+                  and abs(previous.get("z", math.inf) - z) <= q * math.sqrt(2.0))
+        if agrees:  # tonight is as far off as the failing night before it: the shift goes on
+            worse = previous["side"]
+        elif not choice.recent and len(past) == len(history):
+            sustained = _sustained(direction, statistic, past, history, few_steps=len(judged) < MANY_STEPS)
+            if sustained is not None:
+                worse = sustained["side"]
     better = None if worse else _better_side(direction, z, q)
     report.update(statistic=statistic, center=center, sd=sd, z=z, threshold=q, level=level_tonight,
                   steps_judged=len(judged), false_alarm=FALSE_ALARM)
@@ -378,18 +395,22 @@ def judge_declaration(
                   f"level {_pct(level_tonight)} against the baseline")
 
     if worse:
-        previous = choice.recent[-1].outcome if choice.recent else None
         continues = (previous is not None and previous.get("o") in ("fail", "shift") and previous.get("side") == worse
                      and previous.get("since") and abs(previous.get("z", math.inf) - z) <= q * math.sqrt(2.0))
         since_run = previous["since"] if continues else run_id
         since_date = previous.get("since_date", logical_date) if continues else logical_date
+        if sustained is not None:
+            since_run, since_date = sustained["since_run_id"], sustained["since"]
+            report["sustained"] = sustained
         outcome = "shift" if continues else "fail"
         nights = (int(previous.get("nights", 1)) + 1) if continues else 1
         report["shift"] = {"since": since_date, "since_run_id": since_run, "nights": nights,
                            "change": level_tonight, "continues": bool(continues),
                            "adopt_after": SHIFT_ADOPT}
         driven = _steps_text(driving)
-        text = (f"{night_text}; level shift since {since_date}: {_pct(level_tonight)}"
+        held = (f"; {sustained['nights']} nights in a row off the baseline the same way (their z added up: "
+                f"{_fmt(sustained['statistic'])} beyond {_fmt(sustained['threshold'])})" if sustained else "")
+        text = (f"{night_text}{held}; level shift since {since_date}: {_pct(level_tonight)}"
                 + (f" (night {nights}, reported on its first night; adopted as the baseline after {SHIFT_ADOPT} "
                    "nights unless accepted or fixed first)" if continues else "")
                 + (f"; driven by {driven} {worse} their band" if driven else ""))
@@ -397,7 +418,7 @@ def judge_declaration(
                        reason=text)
         report["driven_by"] = driving[:50]
         report["driven_count"] = len(driving)
-        stored = {"o": outcome, "side": worse, "z": z, "level": level_tonight, "since": since_run,
+        stored = {"o": outcome, "side": worse, "z": z, "zn": zn, "level": level_tonight, "since": since_run,
                   "since_date": since_date, "nights": nights, "cause": f"{key[0]}: level {_pct(level_tonight)}"}
         return Decision(outcome, step_results + [night], stored, report)
 
@@ -413,14 +434,53 @@ def judge_declaration(
                 "every night stayed within its own band")
         night = Result(*key, None, None, FAIL, current=drift["t"], ref=0.0, n=len(levels), lo=-drift["threshold"],
                        hi=drift["threshold"], side=drift["side"], bound="drift", reason=text)
-        stored = {"o": outcome, "z": z, "level": level_tonight, "cause": f"{key[0]}: drift {_pct(drift['cumulative'])}"}
+        stored = {"o": outcome, "z": z, "zn": zn, "level": level_tonight,
+                  "cause": f"{key[0]}: drift {_pct(drift['cumulative'])}"}
         return Decision(outcome, step_results + [night], stored, report)
 
     extra = []
     if better:
         extra.append(Result(*key, None, None, PASS, current=z, ref=0.0, n=m, lo=-q, hi=q, bound="improvement",
                             reason=f"{night_text}: an improvement ({better} the band), not a regression"))
-    return Decision("pass", step_results + extra, {"o": "pass", "z": z, "level": level_tonight}, report)
+    return Decision("pass", step_results + extra, {"o": "pass", "z": z, "zn": zn, "level": level_tonight}, report)
+
+
+def _sustained(direction: str, statistic: float, past: Sequence[float], history: Sequence[Candidate], *,
+               few_steps: bool) -> dict | None:
+    """The sustained-shift test: tonight and the nights just before it, together off the other nights.
+
+    For ``k`` of :data:`SUSTAINED_NIGHTS`, the mean statistic of the last ``k`` nights (tonight and
+    the ``k - 1`` trusted nights just before it) is compared with the other trusted nights':
+    ``t = (mean_k - mean_rest) / (sd_rest x sqrt(1/k + 1/n_rest))``, Student's ``t`` with
+    ``n_rest - 1`` degrees of freedom on clean nights, each ``k`` at :data:`SUSTAINED_FALSE_ALARM`.
+    A shift too small for one night's band is caught on its second or third night, and the nights
+    it already moved do not hide it (they are left out of the comparison).
+
+    :param statistic: tonight's night statistic.
+    :param past: each trusted night's statistic (against the others), in ``history`` order.
+    :param history: the trusted nights, oldest first.
+    """
+    one_sided = direction != "both"
+    for k in SUSTAINED_NIGHTS:
+        rest = past[: len(past) - (k - 1)]
+        if len(rest) < CALIBRATION_MIN:
+            continue
+        recent = [*past[len(past) - (k - 1):], statistic]
+        r_mean, r_sd = mean_and_sd(rest)
+        if r_sd <= 0:
+            continue
+        sides = {_worse_side(direction, v - r_mean, 0.0) for v in recent}
+        if len(sides) != 1 or None in sides:
+            continue
+        t = (math.fsum(recent) / k - r_mean) / (r_sd * math.sqrt(1.0 / k + 1.0 / len(rest)))
+        df = min(len(rest) - 1, HEAVY_TAIL_DF) if few_steps else len(rest) - 1
+        threshold = t_quantile(1.0 - (SUSTAINED_FALSE_ALARM if one_sided else SUSTAINED_FALSE_ALARM / 2.0), df)
+        side = _worse_side(direction, t, threshold)
+        if side is not None:
+            first = history[len(history) - (k - 1)]
+            return {"nights": k, "statistic": t, "threshold": threshold, "side": side,
+                    "since": first.logical_date, "since_run_id": first.run_id}
+    return None
 
 
 def _is_blowup(value: float, ref: float) -> bool:
