@@ -40,7 +40,7 @@ from typing import Any
 from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES, direction_of
 from airflow_metric_gate.decision.stats import mean_and_sd, median_sorted, ols_slope, t_quantile, trimmed_mean
 from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS
-from airflow_metric_gate.evaluation import Result
+from airflow_metric_gate.evaluation import Result, band_limits, constraint_params
 
 __all__ = [
     "BLOWUP_RATIO",
@@ -293,6 +293,9 @@ def judge_declaration(
         return _blowup(key, tonight, refs, columns, blown, report, run_id, n)
 
     if n < need:
+        prior = _prior_band(key, gate, direction, tonight, refs, columns, report, n, need)
+        if prior is not None:
+            return prior
         reason = f"calibrating: {n} trusted night(s), {need} needed for the night test"
         out = []
         for (step, at, value), column in zip(tonight, columns):
@@ -512,6 +515,46 @@ def _blowup(key, tonight, refs, columns, blown, report, run_id, n) -> Decision:
     out.append(Result(*key, None, None, FAIL, n=n, bound="blowup", reason=text))
     report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set)}
     stored = {"o": "fail", "blowup": True, "cause": f"{key[0]}: blow-up"}
+    return Decision("fail", out, stored, report)
+
+
+def _prior_band(key, gate, direction, tonight, refs, columns, report, n, need) -> Decision | None:
+    """Before the night test is calibrated: half the steps or more beyond the constraint's band, on the regression side.
+
+    The declaration's constraint (its own, or the defaults table's) is the prior: with fewer than
+    ``need`` trusted nights the night fails when at least half of its steps that have a median
+    leave that band on the side that is a regression.  One noisy step fails nothing.
+    """
+    params = constraint_params(gate.get("constraint") or {})
+    up, down = params[0] > 0 or params[1] > 0, params[2] > 0 or params[3] > 0
+    if not ((direction in ("up", "both") and up) or (direction in ("down", "both") and down)):
+        return None  # a band of no width on the regression side says nothing yet
+    out, outside, judged = [], [], 0
+    for (step, at, value), ref, column in zip(tonight, refs, columns):
+        if not column:
+            out.append(Result(*key, step, at, INACTIVE, current=value, n=0, reason="no trusted value of this step"))
+            continue
+        judged += 1
+        lo, hi = band_limits(ref, params)
+        side = "above" if value > hi else "below" if value < lo else None
+        if side is not None and _worse_side(direction, 1.0 if side == "above" else -1.0, 0.0) == side:
+            outside.append(step)
+            out.append(Result(*key, step, at, FAIL, current=value, ref=ref, n=len(column), lo=lo, hi=hi, side=side,
+                              bound="constraint",
+                              reason=f"{_fmt(value)} is {side} the constraint's band [{_fmt(lo)}, {_fmt(hi)}] around "
+                                     f"its median {_fmt(ref)} of {len(column)} trusted night(s)"))
+        else:
+            out.append(Result(*key, step, at, INACTIVE, current=value, n=len(column),
+                              reason=f"calibrating: {n} trusted night(s), {need} needed for the night test; "
+                                     "within the constraint's band"))
+    if not judged or len(outside) * 2 < judged:
+        return None
+    side = out[next(i for i, r in enumerate(out) if r.status == FAIL)].side
+    text = (f"calibrating ({n} of {need} trusted nights): {_steps_text(outside)} ({len(outside)} of {judged}) "
+            f"{side} the constraint's band on the regression side")
+    out.append(Result(*key, None, None, FAIL, n=n, side=side, bound="constraint", reason=text))
+    report["prior"] = {"steps": outside[:50], "count": len(outside)}
+    stored = {"o": "fail", "side": side, "cause": f"{key[0]}: {len(outside)} step(s) {side} the constraint's band"}
     return Decision("fail", out, stored, report)
 
 

@@ -19,7 +19,8 @@ from airflow_metric_gate.decision.stats import t_cdf, t_quantile, trimmed_mean
 from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS
 
 KEY = ("train/loss", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
-GATE = {"metric_key": KEY[0], "steps_key": KEY[1], "constraint_key": KEY[2], "constraint": {}, "enforce": True,
+GATE = {"metric_key": KEY[0], "steps_key": KEY[1], "constraint_key": KEY[2],
+        "constraint": {"rel_up": 0.1, "abs_floor_up": 0.0, "rel_down": 0.1, "abs_floor_down": 0.0}, "enforce": True,
         "allowlist_reason": None, "policy": "calibrated", "direction": "up"}
 
 
@@ -113,6 +114,11 @@ def test_faults_that_need_no_history_are_judged_on_the_first_night_with_any():
     assert "calibrating: 1 trusted night(s), 5 needed" in calm.results[0].reason
     blown = _judge(history, {s: v * 10 for s, v in tonight.items()})  # lr x10
     assert blown.outcome == "fail" and blown.results[-1].bound == "blowup"
+    halved = _judge(history, {s: v * 1.5 for s, v in tonight.items()})  # beyond the constraint's +10 %
+    assert halved.outcome == "fail" and halved.results[-1].bound == "constraint"
+    assert "calibrating (1 of 5 trusted nights)" in halved.results[-1].reason
+    better = _judge(history, {s: v * 0.7 for s, v in tonight.items()})  # the good side: not a regression
+    assert better.outcome == "inactive"
     short = _judge(history, {s: v for s, v in tonight.items() if s < 30})  # the night ended early
     assert short.outcome == "error" and short.results[0].status == ERROR
     assert "20 steps (30 to 49) missing from tonight's record" in short.results[0].reason
