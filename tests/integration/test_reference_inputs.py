@@ -14,6 +14,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.cli import main
+from airflow_metric_gate.declarations import DeclarationError
 from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
 from airflow_metric_gate.operators.ingest import IngestRecordOperator
 from airflow_metric_gate.operators.persist import PersistValuesOperator
@@ -234,7 +235,7 @@ def test_same_coordinates_with_conflicting_enforce_is_an_error_naming_both_place
     code, verdict, err = via_cli(store_url, record, gates, capsys=capsys)
     assert code == 2 and verdict is None
     assert "enforce" in err and f"{gates}:2" in err and f"{gates}:5" in err, err
-    with pytest.raises(AirflowFailException, match="enforce") as failed:
+    with pytest.raises(DeclarationError, match="enforce") as failed:  # refused when the DAG is parsed
         via_operators(store_url, record, gates, monkeypatch)
     assert f"{gates}:2" in str(failed.value) and f"{gates}:5" in str(failed.value)
     with open_store(store_url) as store:
