@@ -17,9 +17,11 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from airflow_metric_gate import __version__
+from airflow_metric_gate.accept import current_user
 from airflow_metric_gate.dates import parse_datetime, utc
-from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file
-from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES
+from airflow_metric_gate.decision import POLICIES
+from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file, with_policy
+from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES, RecordFormat
 from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.limits import (
@@ -167,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"baseline values needed before a coordinate is judged (default: {DEFAULT_MIN_HISTORY})")
     run.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference (default: mean)")
     run.add_argument("--format", choices=RECORD_FORMATS, default="series", help="record format")
+    _policy_option(run)
     run.add_argument("--enforce", action="store_true", help="exit 1 when a FAIL or ERROR makes the run untrusted")
     run.add_argument("--json", action="store_true", help="print only the verdict JSON on stdout")
     run.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")
@@ -242,10 +245,26 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY,
                         help=f"baseline values needed before a coordinate is judged (default: {DEFAULT_MIN_HISTORY})")
     replay.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference (default: mean)")
+    _policy_option(replay)
     replay.add_argument("--trust", choices=("replayed", "stored"), default="replayed",
                         help="which trust decides that a night feeds later baselines (default: replayed)")
     replay.add_argument("--json", action="store_true", help="print the replay report as JSON")
     _store_option(replay)
+
+    accept = sub.add_parser(
+        "accept", help="accept a level shift: its nights become the new baseline (rebaseline from the first, mark "
+        "them trusted)",
+        description="Accept the new level of a series from a night on: a rebaseline marker is set on the first "
+        "baseline night at or after --since, and every baseline night from then on is marked trusted with the "
+        "reason, so later nights are judged against those nights (their history, not one night). Idempotent.")
+    accept.add_argument("--series", required=True, help="training job whose level changed")
+    accept.add_argument("--backend", default="cuda", help="hardware backend (default: cuda)")
+    accept.add_argument("--suite", default="default", help="schedule or cluster (default: default)")
+    accept.add_argument("--since", required=True, metavar="NIGHT",
+                        help="the first night of the new level: a logical date (ISO 8601) or a store run id "
+                        "(the verdict's level shift names it)")
+    accept.add_argument("--reason", required=True, help="why the new level is right (kept with each night)")
+    _store_option(accept)
 
     rebase = sub.add_parser("rebaseline", help="start a fresh baseline at a run: later runs ignore older history")
     rebase.add_argument("--run-id", required=True, help="store run id")
@@ -300,14 +319,23 @@ def _read_record(args: argparse.Namespace) -> Record:
     Airflow (imported for a URI) logs to stdout; its lines go to stderr so that stdout keeps
     only the verdict.
     """
+    if args.format == RecordFormat.MLFLOW:  # RECORD names the run (runs:/<id>, experiments:/<name>?tag.k=v)
+        with contextlib.redirect_stdout(sys.stderr):
+            return ingest(args.record, format=args.format)
     with contextlib.redirect_stdout(sys.stderr), storage_errors(args.record):
         location = record_path(args.record, conn_id=args.storage_conn_id) if is_uri(args.record) else args.record
         return ingest(location, format=args.format)
 
 
+def _policy_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", choices=POLICIES, default=None,
+                        help="decision policy for declarations that set none (nor their gates file): reference "
+                        "(the default; SPEC behaviour) or calibrated (recommended; see docs/concepts.md)")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     _check_names(args)
-    declarations, warnings = collapse_duplicates(load_gates_file(args.gates))
+    declarations, warnings = collapse_duplicates(with_policy(load_gates_file(args.gates), args.policy))
     for warning in warnings:
         print(printable(f"metric-gate: warning: {warning}"), file=sys.stderr)
     record = _read_record(args)
@@ -427,7 +455,7 @@ def _cmd_mark(args: argparse.Namespace) -> int:
         by, key, option = "commit", args.commit, "--commit"
     scope = {"dag_id": args.dag_id, "series": args.series, "backend": args.backend, "suite": args.suite}
     with open_store(args.store) as store:
-        marked = store.mark_runs(args.status, by=by, key=key, reason=args.reason, **scope)
+        marked = store.mark_runs(args.status, by=by, key=key, reason=args.reason, marked_by=current_user(), **scope)
     searched = " ".join([f"{option} {key}"] + [f"--{k.replace('_', '-')} {v}" for k, v in scope.items() if v])
     if not marked:
         print(printable(f"metric-gate: error: nothing matched {searched} in the metric store; nothing was changed"),
@@ -490,12 +518,24 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from airflow_metric_gate.replay import render_replay, replay
 
-    declarations = load_gates_file(args.gates) if args.gates else None
+    declarations = with_policy(load_gates_file(args.gates), args.policy) if args.gates else None
     with open_store(args.store, read_only=True) as store:
         report = replay(store, args.series, args.backend, args.suite, declarations=declarations,
                         history_limit=args.history_limit, min_history=args.min_history, aggregate=args.aggregate,
-                        trust=args.trust)
+                        trust=args.trust, policy=args.policy)
     print(json.dumps(report, indent=2) if args.json else render_replay(report))
+    return EXIT_OK
+
+
+def _cmd_accept(args: argparse.Namespace) -> int:
+    from airflow_metric_gate.accept import accept_level
+
+    with open_store(args.store) as store:
+        result = accept_level(store, args.series, args.backend, args.suite, since=args.since, reason=args.reason)
+    print(printable(
+        f"accepted the level of series {args.series} (backend {args.backend}, suite {args.suite}) from "
+        f"{result['since']} (store run {result['since_run_id']}): rebaseline marker set there, "
+        f"{result['marked']} of {result['nights']} night(s) marked trusted"))
     return EXIT_OK
 
 
@@ -535,6 +575,7 @@ _COMMANDS = {
     "runs": _cmd_runs,
     "show": _cmd_show,
     "rebaseline": _cmd_rebaseline,
+    "accept": _cmd_accept,
     "replay": _cmd_replay,
     "db": _cmd_db,
     "demo": _cmd_demo,
@@ -543,7 +584,7 @@ _COMMANDS = {
 
 #: The commands that write to the store (or, for demo, a working folder): only their errors say
 #: that nothing was stored.
-_WRITING_COMMANDS = frozenset({"run", "mark-untrusted", "mark-trusted", "rebaseline", "db", "demo"})
+_WRITING_COMMANDS = frozenset({"run", "mark-untrusted", "mark-trusted", "rebaseline", "accept", "db", "demo"})
 
 
 def _writes(argv: Sequence[str]) -> bool:

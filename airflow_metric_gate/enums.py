@@ -15,6 +15,7 @@ __all__ = [
     "AGGREGATES",
     "ERROR",
     "FAIL",
+    "FILE_FORMATS",
     "INACTIVE",
     "JUDGED_STATUSES",
     "PASS",
@@ -94,6 +95,9 @@ class RecordFormat(Choices):
 
     SERIES = "series"
     ROWS = "rows"
+    TENSORBOARD = "tensorboard"
+    MLFLOW = "mlflow"
+    CSV = "csv"
 
 
 PASS: str = Status.PASS.value
@@ -109,3 +113,5 @@ JUDGED_STATUSES: tuple[str, ...] = (RunStatus.TRUSTED.value, RunStatus.UNTRUSTED
 ROLES: tuple[str, ...] = Role.values()
 AGGREGATES: tuple[str, ...] = Aggregate.values()
 RECORD_FORMATS: tuple[str, ...] = RecordFormat.values()
+#: The record formats read from files (a file, or a directory of files) rather than from a service.
+FILE_FORMATS: tuple[str, ...] = tuple(f for f in RECORD_FORMATS if f != RecordFormat.MLFLOW.value)

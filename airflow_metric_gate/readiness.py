@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from airflow_metric_gate.records import is_data_file_name
 from airflow_metric_gate.storage import refresh
@@ -22,6 +23,8 @@ DEFAULT_MARKER = "_SUCCESS"
 MISSING_RECORD = "record"
 MISSING_MARKER = "marker"
 MISSING_DATA = "data"
+MISSING_RUN = "run"
+MISSING_FINISH = "finish"
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,9 @@ class Readiness:
     :param location: the record location that was checked, as a string (local path or URI).
     :param ready: whether the record can be ingested now.
     :param missing: what is missing when not ready: ``"record"`` (nothing at the location),
-        ``"marker"`` (the completion marker is absent) or ``"data"`` (the marker check is off and
-        the record is empty); ``None`` when ready.
+        ``"marker"`` (the completion marker is absent), ``"data"`` (the marker check is off and
+        the record is empty), ``"run"`` (no MLflow run matches yet) or ``"finish"`` (the MLflow
+        run is still running); ``None`` when ready.
     :param marker: the completion marker location that was looked for, or ``None`` when the
         marker check is off.
     :param reason: one sentence for logs and timeout messages.
@@ -66,24 +70,48 @@ def validate_marker(marker: Any) -> None:
         )
 
 
-def _has_data(path: Any) -> bool:
+def _has_data(path: Any, format: str) -> bool:
     if path.is_dir():
         return any(
-            is_data_file_name(child.name) and child.is_file() and child.stat().st_size > 0 for child in path.iterdir()
+            is_data_file_name(child.name, format) and child.is_file() and child.stat().st_size > 0
+            for child in path.iterdir()
         )
     return path.stat().st_size > 0
 
 
-def check_record(path: Any, *, marker: str | None = DEFAULT_MARKER) -> Readiness:
+def check_mlflow_run(location: str) -> Readiness:
+    """Check whether the MLflow run a location names is complete: its status is ``FINISHED``.
+
+    A run still ``RUNNING`` (or ``SCHEDULED``), or an ``experiments:/`` location no run matches
+    yet, is not ready; a run that ended ``FAILED`` or ``KILLED`` is bad input.
+
+    :param location: the run location (see :mod:`airflow_metric_gate.formats.mlflow_run`).
+    :raises RecordError: the location is bad, the run does not exist or it failed.
+    :raises StorageUnavailable: the tracking server could not be reached.
+    """
+    from airflow_metric_gate.formats.mlflow_run import find_run, parse_location, run_problem
+
+    where = parse_location(location)
+    run = find_run(where)
+    ready, reason = run_problem(where, run)
+    if ready:
+        location = f"runs:/{run.info.run_id}?{urlencode({'tracking_uri': where.tracking_uri}, safe=':/')}"
+        return Readiness(location, True, None, None, reason)
+    return Readiness(location, False, MISSING_RUN if run is None else MISSING_FINISH, None, reason)
+
+
+def check_record(path: Any, *, marker: str | None = DEFAULT_MARKER, format: str = "series") -> Readiness:
     """Check whether the record at ``path`` exists and is complete.
 
     With a marker, the record is complete when the marker exists: inside the record when the
     record is a directory, beside it when the record is a file.  With ``marker=None`` the record
     only has to be non-empty: a non-empty file, or a directory holding at least one non-empty
-    record file.
+    record file (for ``tensorboard``, an event file; for ``csv``, a ``*.csv`` file).  For an
+    ``mlflow`` record use :func:`check_mlflow_run`.
 
     :param path: the record location as a pathlib-like object.
     :param marker: the completion marker's file name, or ``None`` to require only a non-empty record.
+    :param format: the record format (a file-based one).
     :raises ValueError: ``marker`` is not a usable file name (see :func:`validate_marker`).
     :raises OSError: the storage could not be read (permissions, network); not a reason to wait.
     """
@@ -112,7 +140,7 @@ def check_record(path: Any, *, marker: str | None = DEFAULT_MARKER) -> Readiness
             return Readiness(location, False, MISSING_MARKER, marker_location, reason)
         return Readiness(location, True, None, marker_location, f"the record {location} is complete")
 
-    if not _has_data(path):
+    if not _has_data(path, format):
         if is_dir:
             reason = f"the record directory {location} holds no non-empty record file (marker check off)"
         else:

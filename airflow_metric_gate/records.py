@@ -20,7 +20,7 @@ import math
 import os
 import stat
 from collections.abc import Callable, Iterator
-from operator import itemgetter, le
+from operator import itemgetter, le, lt
 from pathlib import Path
 from typing import Any
 
@@ -209,15 +209,17 @@ class Record:
         return f"Record({len(self)} metrics, {self.point_count()} points, {len(self.sources)} file(s))"
 
 
-def is_data_file_name(name: str) -> bool:
+def is_data_file_name(name: str, format: str = "series") -> bool:
     """Return whether a file in a record directory holds record data.
 
     Temporary files (``*.tmp``) and names starting with ``.`` or ``_`` (such as a ``_SUCCESS``
-    completion marker) are skipped.
+    completion marker) are skipped; so are, in a ``tensorboard`` record, names without
+    ``tfevents`` and, in a ``csv`` record, names not ending with ``.csv``.
 
     :param name: the file name.
+    :param format: the record format.
     """
-    return skip_reason(name) is None
+    return skip_reason(name, format) is None
 
 
 def _as_path(location: Any) -> Any:
@@ -239,10 +241,12 @@ def _as_path(location: Any) -> Any:
     return location
 
 
-def skip_reason(name: str) -> str | None:
+def skip_reason(name: str, format: str = "series") -> str | None:
     """Return why a record directory entry is skipped by its name, or ``None`` when it is read.
 
     :param name: the file name.
+    :param format: the record format: a ``tensorboard`` directory reads only event files (names
+        holding ``tfevents``, as TensorBoard reads them), a ``csv`` directory only ``*.csv`` files.
     """
     if name.startswith("."):
         return "hidden file: the name starts with '.'"
@@ -250,6 +254,10 @@ def skip_reason(name: str) -> str | None:
         return "marker file: the name starts with '_'"
     if name.endswith(".tmp"):
         return "temporary file: the name ends with '.tmp'"
+    if format == RecordFormat.TENSORBOARD and "tfevents" not in name:
+        return "not a TensorBoard event file: the name does not contain 'tfevents'"
+    if format == RecordFormat.CSV and not name.lower().endswith(".csv"):
+        return "not a CSV log: the name does not end with '.csv'"
     return None
 
 
@@ -291,7 +299,7 @@ def _local_kind(path: Path) -> str:
     raise RecordError(f"not a regular file ({kind}); a record is a file or a directory of files", path=str(path))
 
 
-def _data_files(path: Any) -> tuple[list[Any], bool, list[tuple[str, str]]]:
+def _data_files(path: Any, format: str = "series") -> tuple[list[Any], bool, list[tuple[str, str]]]:
     """Return the files to read, whether ``path`` is a directory, and the entries skipped.
 
     Local paths are classified with ``stat`` before anything is opened: FIFOs, sockets, devices,
@@ -312,7 +320,7 @@ def _data_files(path: Any) -> tuple[list[Any], bool, list[tuple[str, str]]]:
                 return [path], False, skipped
         children = []
         for child in path.iterdir():
-            reason = skip_reason(child.name)
+            reason = skip_reason(child.name, format)
             if reason is None:
                 if local:
                     kind = _local_kind(_local_path(child))
@@ -329,8 +337,10 @@ def _data_files(path: Any) -> tuple[list[Any], bool, list[tuple[str, str]]]:
     except OSError as err:
         raise RecordError(f"cannot read: {err}", path=str(path)) from err
     if not children:
+        wanted = {RecordFormat.TENSORBOARD: "; only event files (names holding 'tfevents') are read",
+                  RecordFormat.CSV: "; only *.csv files are read"}.get(format, "")
         raise RecordError(
-            "directory holds no record file (names starting with '.' or '_' and *.tmp files are skipped)",
+            f"directory holds no record file (names starting with '.' or '_' and *.tmp files are skipped{wanted})",
             path=str(path),
         )
     skipped.sort()
@@ -606,6 +616,104 @@ def _read_rows(
         metrics[metric] = series if existing is None else _concatenate(existing, series)
 
 
+def _file_series(steps: list[int | None], values: list[object]) -> list[Point] | Columns:
+    """One metric's points read from one log file, merged as SPEC 2 merges a metric's lines in one file.
+
+    Each logged point counts as a line: a later point replaces an earlier one at the same step,
+    stepped points are ordered by step and step-less points follow in log order.  Steps logged
+    in increasing order (the common case) are kept as they are.
+    """
+    if None not in steps and all(map(lt, steps, steps[1:])):
+        return _rows_series(steps, values)
+    latest: dict[int, object] = {}
+    stepless: list[Point] = []
+    for step, value in zip(steps, values):
+        if step is None:
+            stepless.append((None, value))
+        else:
+            latest.pop(step, None)
+            latest[step] = value
+    ordered = sorted(latest)
+    series = _rows_series(ordered, [latest[step] for step in ordered])
+    if not stepless:
+        return series
+    return _as_points(series) + stepless
+
+
+def add_log_points(
+    per_metric: dict[str, tuple[list, list, list]],
+    name: str,
+    metrics: dict[str, list[Point] | Columns],
+    invalid_steps: dict[str, list[InvalidStep]],
+) -> None:
+    """Add the points a log reader found in one file (or run) to the record read so far (files concatenate).
+
+    :param per_metric: metric -> ``(steps, values, invalid)`` as the readers of
+        :mod:`airflow_metric_gate.formats` return them.
+    :param name: the file (or run) read, for :attr:`Record.invalid_steps`.
+    :param metrics: the record's metrics so far, extended in place.
+    :param invalid_steps: the record's invalid steps so far, extended in place.
+    """
+    for metric, (steps, values, invalid) in per_metric.items():
+        if invalid:
+            invalid_steps.setdefault(metric, []).extend((step, value, name, at) for step, value, at in invalid)
+        series = _file_series(steps, values)
+        existing = metrics.get(metric)
+        metrics[metric] = series if existing is None else _concatenate(existing, series)
+
+
+def _read_event_file(
+    fh: Any,
+    name: str,
+    metrics: dict[str, list[Point] | Columns],
+    invalid_steps: dict[str, list[InvalidStep]],
+    pause_gc: Callable[[], None],
+) -> None:
+    from airflow_metric_gate.formats.tensorboard import EventFileError, read_event_file, require_libraries
+
+    try:
+        require_libraries()
+    except ImportError as err:
+        raise RecordError(_missing_extra("tensorboard", err)) from None
+    pause_gc()  # the file's values are tuples until they become columns
+    try:
+        per_metric = read_event_file(fh)
+    except EventFileError as err:
+        raise RecordError(str(err), path=name) from None
+    add_log_points(per_metric, name, metrics, invalid_steps)
+
+
+def _read_csv(
+    fh: Any,
+    name: str,
+    metrics: dict[str, list[Point] | Columns],
+    invalid_steps: dict[str, list[InvalidStep]],
+    pause_gc: Callable[[], None],
+) -> None:
+    from airflow_metric_gate.formats.csv_log import CsvLogError, read_csv_log
+
+    try:
+        per_metric = read_csv_log(fh)
+    except CsvLogError as err:
+        raise RecordError(str(err), path=name, line=err.line) from None
+    add_log_points(per_metric, name, metrics, invalid_steps)
+
+
+def _missing_extra(extra: str, err: ImportError) -> str:
+    return (
+        f"the {extra} record format needs the {extra!r} extra: pip install 'airflow-metric-gate[{extra}]' "
+        f"({err})"
+    )
+
+
+_FILE_READERS: dict[str, Callable[..., None]] = {
+    "series": _read_series,
+    "rows": _read_rows,
+    "tensorboard": _read_event_file,
+    "csv": _read_csv,
+}
+
+
 def _sort_by_step(series: list[Point] | Columns) -> None:
     """Stable sort by step, ``None`` steps last."""
     if type(series) is Columns:
@@ -643,19 +751,31 @@ def read_record(location: Any, *, format: str = "series") -> Record:
 
     :param location: a file or directory: a path, a URI string (read through universal_pathlib)
         or a pathlib-like object such as ``airflow.sdk.ObjectStoragePath``.
+    The log formats read every point their files hold: ``tensorboard`` (a TensorBoard event file,
+    or a run directory of them: one per writer, rank or restart), ``csv`` (a CSV log with a
+    ``step`` column, such as Lightning's ``metrics.csv``, or a directory of them) and ``mlflow``
+    (an MLflow run, ``location`` naming it: see :mod:`airflow_metric_gate.formats.mlflow_run`).  In
+    one log file a metric logged again at a step replaces its earlier point there, as a later line
+    does in a JSON Lines file; files of a directory merge as JSON Lines files do.
+
+    :param location: a file or directory: a path, a URI string (read through universal_pathlib)
+        or a pathlib-like object such as ``airflow.sdk.ObjectStoragePath``; for ``mlflow``, the run.
     :param format: ``"series"`` (one ``{"metric": ..., "series": [[step, value], ...]}`` line per
-        metric) or ``"rows"`` (one ``{"step": ..., "<metric>": value, ...}`` line per step).
+        metric), ``"rows"`` (one ``{"step": ..., "<metric>": value, ...}`` line per step),
+        ``"tensorboard"``, ``"csv"`` or ``"mlflow"``.
     :raises RecordError: naming the file and line of the first problem (steps above 2**63 - 1
-        and lines nested too deeply for the JSON parser included).
+        and lines nested too deeply for the JSON parser included), the file and byte offset of a
+        truncated or corrupted event file, or the MLflow run that is missing, running or failed.
     """
-    if format == "series":
-        read_lines = _read_series
-    elif format == "rows":
-        read_lines = _read_rows
-    else:
+    if format == RecordFormat.MLFLOW:
+        from airflow_metric_gate.formats.mlflow_run import read_run
+
+        return read_run(location)
+    read_lines = _FILE_READERS.get(format) if isinstance(format, str) else None
+    if read_lines is None:
         raise RecordError(f"unknown record format {format!r} (expected one of: {', '.join(RECORD_FORMATS)})")
     path = _as_path(location)
-    files, is_directory, skipped = _data_files(path)
+    files, is_directory, skipped = _data_files(path, format)
     metrics: dict[str, list[Point] | Columns] = {}
     notes = _Notes()
     sources: list[str] = []

@@ -123,10 +123,12 @@ def metric_gate(
     conn_id: str | None = None,
     storage_conn_id: str | None = None,
     marker: str | None = DEFAULT_MARKER,
+    format: str = "series",
     enforce: bool = True,
     deferrable: bool = True,
     poke_interval: float = DEFAULT_POKE_INTERVAL,
     timeout: float = DEFAULT_SENSOR_TIMEOUT,
+    policy: str | None = None,
 ) -> None:
     """Gate one series identity's night: wait for its record, ingest, select, persist, evaluate.
 
@@ -137,7 +139,8 @@ def metric_gate(
 
     Templated, and free to differ per series under ``expand()``/``expand_kwargs()`` (a dict that
     leaves one out gets its default): ``series``, ``path``, ``backend``, ``suite``, ``gates_file``,
-    ``role``, ``night``, ``conn_id``, ``storage_conn_id``, ``marker``.  The same for every series
+    ``role``, ``night``, ``conn_id``, ``storage_conn_id``, ``marker``, ``format``, ``policy``.  The same for
+    every series
     (give them to ``partial()``): ``gates``, ``enforce``, ``deferrable``, ``poke_interval``,
     ``timeout``.
 
@@ -156,10 +159,14 @@ def metric_gate(
     :param conn_id: the metric store's Airflow connection; ``None``: ``[metric_gate] conn_id``.
     :param storage_conn_id: connection of the object storage holding the record, if any.
     :param marker: the file that says the record is complete (``None``: none awaited).
+    :param format: the record format: ``series``, ``rows``, ``tensorboard``, ``csv`` or ``mlflow``
+        (then ``path`` names the run: ``runs:/<id>`` or ``experiments:/<name>?tag.<key>=<value>``).
     :param enforce: fail ``evaluate_gate`` when a baseline run is not trusted (a regression).
     :param deferrable: wait for the record in the triggerer instead of a worker slot.
     :param poke_interval: seconds between two looks for the record.
     :param timeout: seconds to wait for the record before ``wait_for_record`` fails.
+    :param policy: ``reference`` or ``calibrated`` (recommended) for the declarations that set no
+        policy of their own, nor their gates file; ``None``: ``reference``.
     """
     a = {name: _argument(name, value) for name, value in locals().items()}
     sensor = TrainingOutputSensor(
@@ -167,17 +174,21 @@ def metric_gate(
         path=a["path"],
         marker=a["marker"],
         storage_conn_id=a["storage_conn_id"],
+        format=a["format"],
         deferrable=a["deferrable"],
         poke_interval=a["poke_interval"],
         timeout=a["timeout"],
     )
-    ingest = IngestRecordOperator(task_id="ingest_record", location=sensor.output, storage_conn_id=a["storage_conn_id"])
+    ingest = IngestRecordOperator(
+        task_id="ingest_record", location=sensor.output, format=a["format"], storage_conn_id=a["storage_conn_id"]
+    )
     select = SelectStepsOperator(
         task_id="select_steps",
         record=ingest.output,
         gates_file=a["gates_file"],
         gates=a["gates"],
         storage_conn_id=a["storage_conn_id"],
+        policy=a["policy"],
     )
     persist = PersistValuesOperator(
         task_id="persist_values",

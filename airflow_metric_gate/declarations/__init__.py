@@ -36,7 +36,7 @@ from airflow_metric_gate.declarations.model import (
     canonical_key,
     merge_defaults,
 )
-from airflow_metric_gate.declarations.resolution import collapse_duplicates, declare, resolve_declarations
+from airflow_metric_gate.declarations.resolution import collapse_duplicates, declare, resolve_declarations, with_policy
 from airflow_metric_gate.schemas.declarations import CONSTRAINT_KEYS, DOWN_KEYS, UP_KEYS
 
 __all__ = [
@@ -56,4 +56,5 @@ __all__ = [
     "merge_defaults",
     "parse_ci_gates",
     "resolve_declarations",
+    "with_policy",
 ]

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_metric_gate.enums import RecordFormat
-from airflow_metric_gate.operators._record_copy import read_checked, read_pinned
+from airflow_metric_gate.formats.mlflow_run import record_checksum
+from airflow_metric_gate.operators._record_copy import RecordChanged, read_checked, read_pinned
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.operators.base import MetricGateBaseOperator
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import Record
+from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.storage import record_path, refresh, storage_errors
 
 #: At most this many skipped entries of a record directory are logged one by one.
@@ -43,6 +44,9 @@ def pinned_record(location: str, storage_conn_id: str | None, format: str, *, ke
     :raises RecordError: the location or the record is bad.
     :raises StorageUnavailable: the storage could not be reached.
     """
+    if format == RecordFormat.MLFLOW:  # a run, not files: pinned by a checksum of its points
+        record = read_record(location, format=format)
+        return record, record_checksum(record), False
     with storage_errors(location):
         path = record_path(location, conn_id=optional(storage_conn_id))
         refresh(path)
@@ -61,6 +65,12 @@ def checked_record(location: str, storage_conn_id: str | None, format: str, chec
     :raises RecordError: the location or the record is bad.
     :raises StorageUnavailable: the storage could not be reached.
     """
+    if format == RecordFormat.MLFLOW:
+        record = read_record(location, format=format)
+        found = record_checksum(record)
+        if found != checksum:
+            raise RecordChanged(location, checksum, found)
+        return record, False
     with storage_errors(location):
         path = record_path(location, conn_id=optional(storage_conn_id))
         refresh(path)
@@ -70,8 +80,10 @@ def checked_record(location: str, storage_conn_id: str | None, format: str, chec
 class IngestRecordOperator(MetricGateBaseOperator):
     """Read the nightly record and check its structure before anything is selected or stored.
 
-    The record (a JSON Lines file, or a directory of them) is read from a local path or any Airflow
-    object storage.  A malformed record fails the task without retries, naming file and line.
+    The record (a JSON Lines file, or a directory of them; with ``format``, TensorBoard event files,
+    CSV logs or an MLflow run) is read from a local path or any Airflow object storage (an MLflow
+    run from its tracking server).  A malformed record fails the task without retries, naming file
+    and line (or byte offset, or run).
     Entries of a record directory that are not read (marker, hidden and temporary files,
     subdirectories) are logged one by one and counted in ``skipped``.
     The task's return value is a small summary for the next task, never the record itself::
@@ -90,7 +102,9 @@ class IngestRecordOperator(MetricGateBaseOperator):
 
     :param location: the record location: local path or object-storage URI; ``None`` takes it from
         the only upstream task's XCom (e.g. :class:`TrainingOutputSensor`) (templated).
-    :param format: ``series`` (one line per metric) or ``rows`` (trainer-history lines) (templated).
+    :param format: ``series`` (one line per metric), ``rows`` (trainer-history lines), ``tensorboard``
+        (event files), ``csv`` (a CSV log with a ``step`` column) or ``mlflow`` (``location`` names the
+        run: ``runs:/<id>`` or ``experiments:/<name>?tag.<key>=<value>``) (templated).
     :param storage_conn_id: the Airflow connection of the object storage; ``None`` uses the default
         credentials or a connection named in the URI (templated).
     :param kwargs: passed to :class:`~airflow.sdk.BaseOperator`.

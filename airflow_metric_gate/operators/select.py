@@ -12,6 +12,7 @@ from airflow_metric_gate.declarations import (
     collapse_duplicates,
     load_gates_file,
     resolve_declarations,
+    with_policy,
 )
 from airflow_metric_gate.declarations.checking import is_local_literal_path
 from airflow_metric_gate.enums import RecordFormat
@@ -123,13 +124,15 @@ class SelectStepsOperator(MetricGateBaseOperator):
         ``constraint``, ``enforce``, ``allowlist_reason``) or ``GateDeclaration`` objects.
     :param defaults: entries extending or overriding the built-in defaults table (a gates file's
         own ``defaults`` take precedence for its declarations).
-    :param format: the record format, ``series`` or ``rows``; ``None`` uses the one the ingest
-        task reported, else ``series`` (templated).
+    :param format: the record format (``series``, ``rows``, ``tensorboard``, ``csv``, ``mlflow``);
+        ``None`` uses the one the ingest task reported, else ``series`` (templated).
     :param storage_conn_id: the Airflow connection of the object storage, if any (templated).
+    :param policy: ``reference`` or ``calibrated`` for the declarations that set no policy of their
+        own (nor their gates file); ``None``: ``reference`` (templated).
     :param kwargs: passed to :class:`~airflow.sdk.BaseOperator`.
     """
 
-    template_fields: Sequence[str] = ("record", "gates_file", "format", "storage_conn_id")
+    template_fields: Sequence[str] = ("record", "gates_file", "format", "storage_conn_id", "policy")
     ui_color = "#e8f0dc"
 
     def __init__(
@@ -141,9 +144,11 @@ class SelectStepsOperator(MetricGateBaseOperator):
         defaults: Mapping[str, Mapping[str, Any]] | None = None,
         format: str | None = None,
         storage_conn_id: str | None = None,
+        policy: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.policy = policy
         self.record = record
         self.gates_file = gates_file
         self.gates = gates
@@ -191,7 +196,7 @@ class SelectStepsOperator(MetricGateBaseOperator):
             if self.gates is not None:
                 source = f"{self.dag_id}.{self.task_id}" if self.has_dag() else self.task_id
                 found.extend(resolve_declarations(self.gates, defaults=self.defaults, source=source))
-            found, warnings = collapse_duplicates(found)
+            found, warnings = collapse_duplicates(with_policy(found, optional(self.policy)))
         for warning in warnings:
             self.log.warning("%s", printable(warning))
         return found

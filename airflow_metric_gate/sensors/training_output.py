@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
+from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.readiness import DEFAULT_MARKER, Readiness, validate_marker
+from airflow_metric_gate.records import RecordError
 from airflow_metric_gate.triggers.training_output import TrainingOutputTrigger, check_location
 
 if TYPE_CHECKING:
@@ -38,17 +40,27 @@ class TrainingOutputSensor(BaseSensorOperator):
     Runs in ``poke`` or ``reschedule`` mode, or deferred to the triggerer with
     ``deferrable=True`` (one check on the worker first, so a record already there costs no deferral).
 
+    With ``format="tensorboard"`` or ``"csv"`` the record is a run directory of event files or
+    CSV logs, complete by the same marker (with ``marker=None``: once it holds a non-empty event
+    file, or ``*.csv`` file).  With ``format="mlflow"`` the path names an MLflow run
+    (``runs:/<id>`` or ``experiments:/<name>?tag.<key>=<value>``, optionally with
+    ``tracking_uri=<uri>``): it is complete when the run is ``FINISHED``; ``marker`` is not used.
+    The location pushed is then ``runs:/<id>?tracking_uri=<uri>``, the run found, so that the
+    next tasks read that very run.  A run that ended ``FAILED`` or ``KILLED``, or a ``runs:/`` id
+    that names no run, fails the task without retries.
+
     :param path: the record location: a local path or an object-storage URI (templated).
     :param marker: the completion marker's file name, relative to the record directory (or to the
         directory holding the record file); ``None`` requires only a non-empty record (templated).
     :param storage_conn_id: the Airflow connection for the object storage; ``None`` uses the
         default credentials or a connection named in the URI (``s3://conn_id@bucket/key``) (templated).
+    :param format: the record format: ``series``, ``rows``, ``tensorboard``, ``csv`` or ``mlflow`` (templated).
     :param deferrable: wait in the triggerer instead of on a worker.
     :param kwargs: passed to :class:`~airflow.sdk.BaseSensorOperator` (``poke_interval``,
         ``timeout``, ``mode``, ``soft_fail``, ...).
     """
 
-    template_fields: Sequence[str] = ("path", "marker", "storage_conn_id")
+    template_fields: Sequence[str] = ("path", "marker", "storage_conn_id", "format")
     ui_color = "#dbe8f5"
 
     def __init__(
@@ -57,6 +69,7 @@ class TrainingOutputSensor(BaseSensorOperator):
         path: str | os.PathLike[str],
         marker: str | None = DEFAULT_MARKER,
         storage_conn_id: str | None = None,
+        format: str = "series",
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
@@ -64,6 +77,7 @@ class TrainingOutputSensor(BaseSensorOperator):
         self.path = path
         self.marker = marker
         self.storage_conn_id = storage_conn_id
+        self.format = format
         self.deferrable = deferrable
         self._last_readiness: Readiness | None = None
 
@@ -74,6 +88,9 @@ class TrainingOutputSensor(BaseSensorOperator):
         return location.strip()
 
     def _validate(self) -> None:
+        problem = RecordFormat.problem(self.format, "format")
+        if problem:
+            raise AirflowFailException(problem)
         try:
             validate_marker(self.marker)
         except ValueError as err:
@@ -85,7 +102,12 @@ class TrainingOutputSensor(BaseSensorOperator):
         :param context: the task context.
         """
         self._validate()
-        readiness = check_location(self._location(), marker=self.marker, storage_conn_id=self.storage_conn_id)
+        try:
+            readiness = check_location(
+                self._location(), marker=self.marker, storage_conn_id=self.storage_conn_id, format=self.format
+            )
+        except RecordError as err:  # the record can never be complete: waiting longer does not help
+            raise AirflowFailException(f"The training record cannot be gated: {err}") from err
         self._last_readiness = readiness
         if readiness.ready:
             self.log.info("Training record ready: %s", readiness.reason)
@@ -94,6 +116,11 @@ class TrainingOutputSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=False)
 
     def _timeout_message(self, reason: str) -> str:
+        if self.format == RecordFormat.MLFLOW:
+            return (
+                f"Timed out after {self.timeout:g}s waiting for the MLflow run: {reason}. "
+                "Check that the training job ran and that its run ended (status FINISHED)."
+            )
         marker = "off" if self.marker is None else repr(self.marker)
         return (
             f"Timed out after {self.timeout:g}s waiting for the training record: {reason}. "
@@ -123,6 +150,7 @@ class TrainingOutputSensor(BaseSensorOperator):
                 storage_conn_id=self.storage_conn_id,
                 poke_interval=float(self.poke_interval),
                 deadline=time.time() + self.timeout,
+                format=self.format,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout + max(_DEFERRAL_GRACE_SECONDS, 2 * self.poke_interval)),
@@ -142,6 +170,10 @@ class TrainingOutputSensor(BaseSensorOperator):
         if status == "timeout":
             reason = event.get("message") or f"the record {location} is not complete"
             raise AirflowSensorTimeout(self._timeout_message(reason))
+        if status == "bad_input":
+            raise AirflowFailException(
+                f"The training record cannot be gated: {event.get('message') or location}"
+            )
         if status == "error":
             raise AirflowException(event.get("message") or f"could not check the record {location}")
         raise AirflowException(f"unexpected event from TrainingOutputTrigger: {event!r}")

@@ -10,18 +10,28 @@ from typing import Any
 from airflow.sdk import ObjectStoragePath
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_metric_gate.readiness import DEFAULT_MARKER, Readiness, check_record
+from airflow_metric_gate.enums import RecordFormat
+from airflow_metric_gate.readiness import DEFAULT_MARKER, Readiness, check_mlflow_run, check_record
+from airflow_metric_gate.records import RecordError
 
 
-def check_location(location: str, *, marker: str | None, storage_conn_id: str | None) -> Readiness:
-    """Check a record given by location string (local path or object-storage URI).
+def check_location(
+    location: str, *, marker: str | None, storage_conn_id: str | None, format: str = "series"
+) -> Readiness:
+    """Check a record given by location string (local path or object-storage URI, or an MLflow run).
 
-    :param location: a local path or an Airflow object-storage URI (``file://``, ``s3://``, ...).
-    :param marker: the completion marker's file name, or ``None`` to require only a non-empty record.
+    :param location: a local path or an Airflow object-storage URI (``file://``, ``s3://``, ...);
+        for the ``mlflow`` format, the run (``runs:/<id>``, ``experiments:/<name>?tag.<k>=<v>``).
+    :param marker: the completion marker's file name, or ``None`` to require only a non-empty record
+        (not used for ``mlflow``: a run is complete when it is FINISHED).
     :param storage_conn_id: the Airflow connection of the object storage, or ``None`` for the
         default credentials (or a connection named in the URI, ``s3://conn_id@bucket/key``).
+    :param format: the record format.
+    :raises RecordError: bad input (an MLflow run that does not exist, failed or was killed).
     """
-    return check_record(ObjectStoragePath(location, conn_id=storage_conn_id), marker=marker)
+    if format == RecordFormat.MLFLOW:
+        return check_mlflow_run(location)
+    return check_record(ObjectStoragePath(location, conn_id=storage_conn_id), marker=marker, format=format)
 
 
 class TrainingOutputTrigger(BaseTrigger):
@@ -29,14 +39,16 @@ class TrainingOutputTrigger(BaseTrigger):
 
     The event payload is ``{"status": "success", "location": ...}`` when the record is complete,
     ``{"status": "timeout", "location": ..., "missing": ..., "message": ...}`` when ``deadline``
-    passes first, and ``{"status": "error", "location": ..., "message": ...}`` when the storage
-    cannot be read.
+    passes first, ``{"status": "bad_input", "location": ..., "message": ...}`` when the record can
+    never be complete (an MLflow run that failed or does not exist), and
+    ``{"status": "error", "location": ..., "message": ...}`` when the storage cannot be read.
 
     :param location: the record location: local path or object-storage URI.
     :param marker: the completion marker's file name, or ``None`` to require only a non-empty record.
     :param storage_conn_id: the Airflow connection of the object storage, if any.
     :param poke_interval: seconds between two checks.
     :param deadline: when to give up, as a POSIX timestamp (seconds); ``None`` waits forever.
+    :param format: the record format (``mlflow`` waits for the run to be FINISHED).
     """
 
     def __init__(
@@ -47,6 +59,7 @@ class TrainingOutputTrigger(BaseTrigger):
         storage_conn_id: str | None = None,
         poke_interval: float = 60.0,
         deadline: float | None = None,
+        format: str = "series",
     ) -> None:
         super().__init__()
         self.location = location
@@ -54,6 +67,7 @@ class TrainingOutputTrigger(BaseTrigger):
         self.storage_conn_id = storage_conn_id
         self.poke_interval = poke_interval
         self.deadline = deadline
+        self.format = format
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Return the dotted class path and the primitive keyword arguments that rebuild this trigger."""
@@ -65,6 +79,7 @@ class TrainingOutputTrigger(BaseTrigger):
                 "storage_conn_id": self.storage_conn_id,
                 "poke_interval": self.poke_interval,
                 "deadline": self.deadline,
+                "format": self.format,
             },
         )
 
@@ -73,8 +88,12 @@ class TrainingOutputTrigger(BaseTrigger):
         while True:
             try:
                 readiness = await asyncio.to_thread(
-                    check_location, self.location, marker=self.marker, storage_conn_id=self.storage_conn_id
+                    check_location, self.location, marker=self.marker, storage_conn_id=self.storage_conn_id,
+                    format=self.format,
                 )
+            except RecordError as err:
+                yield TriggerEvent({"status": "bad_input", "location": self.location, "message": str(err)})
+                return
             except Exception as err:
                 yield TriggerEvent(
                     {

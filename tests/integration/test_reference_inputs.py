@@ -235,7 +235,8 @@ def test_same_coordinates_with_conflicting_enforce_is_an_error_naming_both_place
     code, verdict, err = via_cli(store_url, record, gates, capsys=capsys)
     assert code == 2 and verdict is None
     assert "enforce" in err and f"{gates}:2" in err and f"{gates}:5" in err, err
-    with pytest.raises(DeclarationError, match="enforce") as failed:  # refused when the DAG is parsed
+    # found when the operator is built (the DAG is parsed), before any night runs
+    with pytest.raises(DeclarationError, match="enforce") as failed:
         via_operators(store_url, record, gates, monkeypatch)
     assert f"{gates}:2" in str(failed.value) and f"{gates}:5" in str(failed.value)
     with open_store(store_url) as store:

@@ -11,7 +11,8 @@ from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES, RUN_STA
 def test_the_values_are_the_documented_strings():
     assert STATUSES == ("PASS", "FAIL", "INACTIVE", "ERROR")
     assert RUN_STATUSES == ("pending", "trusted", "untrusted")
-    assert (ROLES, AGGREGATES, RECORD_FORMATS) == (("baseline", "shadow"), ("mean", "median"), ("series", "rows"))
+    assert (ROLES, AGGREGATES, RECORD_FORMATS) == (
+        ("baseline", "shadow"), ("mean", "median"), ("series", "rows", "tensorboard", "mlflow", "csv"))
     assert all(type(value) is str for value in (*STATUSES, *RUN_STATUSES, *ROLES, enums.PASS, enums.ERROR))
 
 

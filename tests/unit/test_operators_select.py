@@ -195,4 +195,4 @@ def test_no_declarations_source_is_an_error(record):
 
 
 def test_templated_fields():
-    assert set(SelectStepsOperator.template_fields) == {"record", "gates_file", "format", "storage_conn_id"}
+    assert set(SelectStepsOperator.template_fields) == {"record", "gates_file", "format", "storage_conn_id", "policy"}

@@ -210,7 +210,7 @@ def test_unreadable_file_names_the_file():
 
 def test_unknown_format_is_an_error(tmp_path):
     path = _write(tmp_path / "record.jsonl", {"metric": "m", "series": []})
-    assert "unknown record format 'csv'" in str(_error(path, format="csv"))
+    assert "unknown record format 'parquet'" in str(_error(path, format="parquet"))
 
 
 # -- line errors -------------------------------------------------------------------------------

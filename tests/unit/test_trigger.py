@@ -34,6 +34,7 @@ def test_serialize_round_trips_through_primitives():
         storage_conn_id="aws_training",
         poke_interval=30.0,
         deadline=1_800_000_000.5,
+        format="tensorboard",
     )
     classpath, kwargs = trigger.serialize()
 
@@ -48,6 +49,7 @@ def test_serialize_round_trips_through_primitives():
         "storage_conn_id": "aws_training",
         "poke_interval": 30.0,
         "deadline": 1_800_000_000.5,
+        "format": "tensorboard",
     }
 
 
