@@ -714,10 +714,6 @@ _FILE_READERS: dict[str, Callable[..., None]] = {
 }
 
 
-#: The readers that take :class:`_Notes` (the others take the invalid-steps dict).
-_NOTING_READERS = (_read_series, _read_rows)
-
-
 def _sort_by_step(series: list[Point] | Columns) -> None:
     """Stable sort by step, ``None`` steps last."""
     if type(series) is Columns:
@@ -788,9 +784,7 @@ def read_record(location: Any, *, format: str = "series") -> Record:
             name = str(file)
             try:
                 with _open_binary(file) as fh:
-                    # the JSON Lines readers note dropped values, warnings and last lines; the others invalid steps
-                    read_lines(fh, name, metrics, notes if read_lines in _NOTING_READERS else notes.invalid_steps,
-                               pause_gc)
+                    read_lines(fh, name, metrics, notes, pause_gc)
             except OSError as err:
                 raise RecordError(f"cannot read: {err.strerror or err}", path=name) from err
             sources.append(name)
