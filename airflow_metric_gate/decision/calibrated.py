@@ -79,7 +79,7 @@ DRIFT_RECENT = 3
 MANY_STEPS = 20
 #: The degrees of freedom, at most, of the night band of a declaration with fewer than
 #: :data:`MANY_STEPS` steps (one value a night, say): its noise may be heavy-tailed.
-HEAVY_TAIL_DF = 4
+HEAVY_TAIL_DF = 6
 #: How many recent trusted nights must all have a step for tonight to miss it.
 EXPECTED_NIGHTS = 3
 #: 1 / Phi^-1(3/4): turns a median absolute deviation into a standard deviation for normal data.
