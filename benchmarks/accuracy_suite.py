@@ -62,7 +62,7 @@ SCALES: dict[str, dict[str, Any]] = {
     "smoke": {"nights": 30, "warmup": 6, "episodes": 1, "change_window": 5, "seeds": (1,),
               "steps": {"sim60": (10,), "rlsim": (20,), "digits": (4,), "cartpole": (4,)}},
     "moderate": {"nights": 360, "warmup": 30, "episodes": 4, "change_window": 14, "seeds": (1, 2, 3),
-                 "steps": {"sim60": (60,), "rlsim": (60, 300), "digits": (60,), "cartpole": (30,)}},
+                 "steps": {"sim60": (60,), "rlsim": (60, 300), "digits": (60,), "cartpole": (60,)}},
     "full": {"nights": 360, "warmup": 30, "episodes": 8, "change_window": 14, "seeds": (1, 2, 3),
              "steps": {"sim60": (60,), "rlsim": (60, 300, 1000), "digits": (60, 300), "cartpole": (60,)}},
 }
