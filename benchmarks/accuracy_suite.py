@@ -110,7 +110,10 @@ class PolicyUnderTest:
 
     :param name: written as the gates file's top-level ``policy:`` key unless it is ``reference``.
     :param on_night: called after every gated night (clean year and episodes) with a
-        :class:`NightOutcome`; may act on the store (accept a level shift, mark a night).
+        :class:`NightOutcome`; may act on the store (accept a level shift, mark a night).  A
+        truthy return value records the night as *accepted* (counted in the figures: accepts
+        after a legitimate change are expected, accepts inside a fault episode are not).  See
+        :func:`on_level_shift` for the usual shape.
     :param flags: verdict -> metric -> what flagged it; a night is flagged when this is not empty
         or the run is not trusted.  Replace it to count a policy's own reports (a level shift, a
         drift) as flags.
@@ -133,6 +136,28 @@ class PolicyUnderTest:
         return {**top, **doc}
 
 
+def on_level_shift(
+    detect: Callable[[Mapping[str, Any]], Any],
+    accept: Callable[[NightOutcome, Any], Any],
+) -> Callable[[NightOutcome], bool]:
+    """Build an ``on_night`` callback that accepts every level shift a verdict reports.
+
+    :param detect: verdict -> the level shift it reports (anything truthy: its start night, a
+        dict...), or a falsy value when it reports none.
+    :param accept: called with the night's outcome and what ``detect`` returned; does the accept
+        (``metric-gate accept``'s Python call on ``outcome.store`` for ``outcome.identity``).
+    """
+
+    def callback(outcome: NightOutcome) -> bool:
+        shift = detect(outcome.verdict)
+        if not shift:
+            return False
+        accept(outcome, shift)
+        return True
+
+    return callback
+
+
 # -- gating a series ------------------------------------------------------------------------------
 
 @dataclass
@@ -143,6 +168,7 @@ class Judged:
     trusted: bool
     flags: dict[str, set[str]]
     paged: bool
+    accepted: bool = False
 
     @property
     def flagged(self) -> bool:
@@ -188,11 +214,12 @@ class SeriesRunner:
         ).to_dict()
         flags = self.policy.flags(verdict)
         paged = verdict["blocking"] > 0
+        accepted = False
         if self.policy.on_night is not None:
-            self.policy.on_night(NightOutcome(
+            accepted = bool(self.policy.on_night(NightOutcome(
                 self.family.name, self.plan.seed, self.plan.steps, label, run_id, logical_date, store,
-                self.identity, self.gates_path, verdict, flags, paged))
-        return Judged(label, bool(verdict["trusted"]), flags, paged)
+                self.identity, self.gates_path, verdict, flags, paged)))
+        return Judged(label, bool(verdict["trusted"]), flags, paged, accepted)
 
     def run(self) -> tuple[list[Judged], dict[str, list[Judged]]]:
         """Gate the clean year, and every episode on a copy of the store taken before its onset."""
@@ -245,6 +272,7 @@ def figures(family: Family, plan: Plan, clean: list[Judged], episodes: dict[str,
             "pages": sum(j.paged for j in window),
             "pages_on_changed_metrics": sum(j.paged and any(m in j.flags for m in c.metrics) for j in window),
             "flagged": sum(j.flagged for j in window),
+            "accepts": sum(j.accepted for j in window),
             "flagged_before": sum(j.flagged for j in clean if c.night - change_window <= j.label.night < c.night),
         })
     kinds: dict[str, dict] = {}
@@ -255,18 +283,20 @@ def figures(family: Family, plan: Plan, clean: list[Judged], episodes: dict[str,
         k = kinds.setdefault(episode.fault.kind, {"window": episode.fault.window, "nights": episode.fault.nights,
                                                   "description": episode.fault.description, "episodes": []})
         k["episodes"].append({"onset": episode.onset, "target": episode.target, "first_caught": first,
-                              "any_flag_first_night": bool(judged and judged[0].flagged)})
+                              "any_flag_first_night": bool(judged and judged[0].flagged),
+                              "accepts": sum(j.accepted for j in judged)})
     for k in kinds.values():
         eps = k["episodes"]
         firsts = [e["first_caught"] for e in eps]
         for name, within in (("first_night", 1), ("within_3", 3), ("within_10", 10)):
             k[name] = _share(f is not None and f < within for f in firsts)
         k["caught"] = _share(f is not None for f in firsts)
+        k["accepted_episodes"] = sum(e["accepts"] > 0 for e in eps)
         k["target_window"] = k[{1: "first_night", 3: "within_3"}.get(k["window"], "within_10")]
     preempted = [j for j in clean if j.label.preempted]
     return {
         "family": family.name, "seed": plan.seed, "steps": plan.steps, "nights": plan.nights,
-        "warmup": plan.warmup, "clean_nights_counted": len(counted),
+        "warmup": plan.warmup, "change_window": change_window, "clean_nights_counted": len(counted),
         "false_alarm_rate": _share(j.flagged for j in counted),
         "page_rate": _share(j.paged for j in counted),
         "false_alarm_rate_all_nights": _share(j.flagged for j in clean),
@@ -275,6 +305,7 @@ def figures(family: Family, plan: Plan, clean: list[Judged], episodes: dict[str,
         "per_metric_false_alarm_rate": per_metric,
         "changes": changes,
         "max_pages_after_a_change": max((c["pages"] for c in changes), default=None),
+        "accepts_in_clean_year": sum(j.accepted for j in clean),
         "faults": kinds,
     }
 
@@ -324,8 +355,10 @@ def summarize(runs: Sequence[dict]) -> dict:
         groups.setdefault((r["policy"], r["family"], r["steps"]), []).append(r)
     out = {}
     for (policy, family, steps), rs in groups.items():
-        g: dict[str, Any] = {"policy": policy, "family": family, "steps": steps, "seeds": [r["seed"] for r in rs]}
-        for key in ("false_alarm_rate", "page_rate", "false_alarm_rate_all_nights", "max_pages_after_a_change"):
+        g: dict[str, Any] = {"policy": policy, "family": family, "steps": steps, "seeds": [r["seed"] for r in rs],
+                             "change_window": rs[0]["change_window"]}
+        for key in ("false_alarm_rate", "page_rate", "false_alarm_rate_all_nights", "max_pages_after_a_change",
+                    "accepts_in_clean_year"):
             g[key] = spread(r[key] for r in rs)
         g["trusted_nights"] = spread(r["trusted_nights"] for r in rs)
         g["faults"] = {}
@@ -333,7 +366,8 @@ def summarize(runs: Sequence[dict]) -> dict:
             cells = [r["faults"][kind] for r in rs if kind in r["faults"]]
             g["faults"][kind] = {
                 "window": cells[0]["window"], "episodes_per_seed": len(cells[0]["episodes"]),
-                **{k: spread(c[k] for c in cells) for k in ("first_night", "within_3", "within_10", "caught")},
+                **{k: spread(c[k] for c in cells)
+                   for k in ("first_night", "within_3", "within_10", "caught", "accepted_episodes")},
             }
         out[f"{policy}/{family}/{steps}"] = g
     return out
@@ -350,8 +384,9 @@ def tables(summary: Mapping[str, dict]) -> str:
             f"- Clean nights flagged: **{_cell(g['false_alarm_rate'])}** (paged {_cell(g['page_rate'])}; "
             f"every night of the clean year {_cell(g['false_alarm_rate_all_nights'])}); "
             f"trusted nights in the year: {_cell(g['trusted_nights'], _num)}.",
-            f"- Pages in the nights after a legitimate change (worst change): "
-            f"{_cell(g['max_pages_after_a_change'], _num)}.",
+            f"- Pages in the {g['change_window']} nights from a legitimate change (worst change): "
+            f"{_cell(g['max_pages_after_a_change'], _num)}; accepts in the clean year: "
+            f"{_cell(g['accepts_in_clean_year'], _num)}.",
             "",
             "| fault | episodes a seed | target window | first night | within 3 | within 10 | ever |",
             "|---|---|---|---|---|---|---|",

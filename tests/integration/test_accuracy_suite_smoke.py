@@ -97,3 +97,20 @@ def test_policy_key_and_the_night_callback(tmp_path, monkeypatch):
     assert len(episodes) == 2 and set(figures["faults"]) == {"lr_x10", "shift_10"}
     shift = [night for key, night in seen if key is not None and key.startswith("shift_10")]
     assert len(shift) == 5 and shift == sorted(shift)
+
+
+def test_on_level_shift_accepts_what_the_verdict_reports_and_is_counted(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import accuracy_suite
+
+    accepted = []
+    callback = accuracy_suite.on_level_shift(
+        detect=lambda verdict: verdict["run_id"] == "night-0009" and "night-0007",
+        accept=lambda outcome, since: accepted.append((outcome.label.episode, outcome.run_id, since)),
+    )
+    scale = {**accuracy_suite.SCALES["smoke"], "nights": 12, "warmup": 3, "change_window": 2}
+    figures = accuracy_suite.measure("sim60", 1, 6, scale, accuracy_suite.PolicyUnderTest(on_night=callback),
+                                     tmp_path / "cache", tmp_path / "work", kinds=["shift30"])
+    clean = [a for a in accepted if a[0] is None]
+    assert clean == [(None, "night-0009", "night-0007")]
+    assert figures["accepts_in_clean_year"] == 1
