@@ -158,6 +158,30 @@ def on_level_shift(
     return callback
 
 
+def oracle_triage(outcome: NightOutcome) -> bool:
+    """A perfectly triaged history: every clean night marked trusted by hand, every faulty one untrusted.
+
+    Shows what a policy does once its own false alarms stop reaching its baselines.
+    """
+    status = "trusted" if outcome.label.clean else "untrusted"
+    outcome.store.mark(status, by="run_id", key=outcome.run_id, reason="benchmark oracle triage")
+    return False
+
+
+def oracle_rebaseline(outcome: NightOutcome) -> bool:
+    """Rebaseline on the night of every legitimate change (what on-call would do knowing of it); an accept."""
+    if any(c.night == outcome.label.night for c in outcome.label.changes):
+        outcome.store.mark_rebaseline(outcome.run_id)
+        return True
+    return False
+
+
+#: ``--on-night`` names for the callbacks above.
+CALLBACKS: dict[str, Callable[[NightOutcome], bool]] = {
+    "oracle-triage": oracle_triage, "oracle-rebaseline": oracle_rebaseline,
+}
+
+
 # -- gating a series ------------------------------------------------------------------------------
 
 @dataclass
@@ -404,9 +428,11 @@ def tables(summary: Mapping[str, dict]) -> str:
 def _callback(spec: str | None) -> Callable[[NightOutcome], None] | None:
     if not spec:
         return None
+    if spec in CALLBACKS:
+        return CALLBACKS[spec]
     module, _, name = spec.partition(":")
     if not name:
-        raise SystemExit(f"--on-night: expected MODULE:FUNCTION, got {spec!r}")
+        raise SystemExit(f"--on-night: expected {' or '.join(CALLBACKS)} or MODULE:FUNCTION, got {spec!r}")
     return getattr(importlib.import_module(module), name)
 
 
@@ -438,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", nargs="+", help="only these fault kinds")
     parser.add_argument("--policy", default=REFERENCE,
                         help="written as the gates file's top-level `policy:` key unless `reference`")
-    parser.add_argument("--on-night", metavar="MODULE:FUNCTION", help="called after every night with its outcome")
+    parser.add_argument("--on-night", metavar="MODULE:FUNCTION",
+                        help=f"called after every night with its outcome ({', '.join(CALLBACKS)}: built in)")
     parser.add_argument("--cache", type=Path, help=f"record cache (default {default_cache()})")
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE (- for stdout)")
     args = parser.parse_args(argv)

@@ -28,6 +28,7 @@ from typing import Any
 #: Bumped whenever a generator changes what it writes, so cached records of an older generator are not reused.
 CACHE_VERSION = "v1"
 DONE = "_SUCCESS"
+LABEL = "_label.json"
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,10 @@ class Family:
         scratch = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
         try:
             self.write_night(plan, label, scratch)
-            (scratch / DONE).write_text(json.dumps(label.to_json()), encoding="utf-8")
+            # the label beside the record (names starting with "_" are not record files), then the
+            # completion marker a sensor would wait for
+            (scratch / LABEL).write_text(json.dumps(label.to_json()), encoding="utf-8")
+            (scratch / DONE).write_text("", encoding="utf-8")
             if folder.exists():  # an interrupted earlier write
                 shutil.rmtree(folder)
             os.replace(scratch, folder)
