@@ -119,6 +119,8 @@ class PolicyUnderTest:
         drift) as flags.
     :param run_options: more keyword arguments for ``airflow_metric_gate.run_gate`` (``history_limit``, ...).
     :param gates_keys: more top-level keys for the gates file.
+    :param options: metric -> fields added to that metric's declarations (``"*"``: every declaration),
+        e.g. ``{"*": {"band": "mad", "mad_k": 6}}``.
     """
 
     name: str = REFERENCE
@@ -126,9 +128,13 @@ class PolicyUnderTest:
     flags: Callable[[Mapping[str, Any]], dict[str, set[str]]] = default_flags
     run_options: Mapping[str, Any] = field(default_factory=dict)
     gates_keys: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def gates_document(self, family: Family) -> dict:
         doc = dict(family.gates())
+        if self.options:
+            doc["gates"] = [{**g, **self.options.get("*", {}), **self.options.get(g["metric_key"], {})}
+                            for g in doc["gates"]]
         top: dict[str, Any] = {}
         if self.name != REFERENCE:
             top["policy"] = self.name
@@ -306,7 +312,9 @@ def figures(family: Family, plan: Plan, clean: list[Judged], episodes: dict[str,
         first = next((i for i, hit in enumerate(caught) if hit), None)
         k = kinds.setdefault(episode.fault.kind, {"window": episode.fault.window, "nights": episode.fault.nights,
                                                   "description": episode.fault.description, "episodes": []})
+        twin = clean[episode.onset] if episode.onset < len(clean) else None  # the same night without the fault
         k["episodes"].append({"onset": episode.onset, "target": episode.target, "first_caught": first,
+                              "twin_flagged": bool(twin and any(m in twin.flags for m in episode.affected)),
                               "any_flag_first_night": bool(judged and judged[0].flagged),
                               "accepts": sum(j.accepted for j in judged)})
     for k in kinds.values():
@@ -316,6 +324,9 @@ def figures(family: Family, plan: Plan, clean: list[Judged], episodes: dict[str,
             k[name] = _share(f is not None and f < within for f in firsts)
         k["caught"] = _share(f is not None for f in firsts)
         k["accepted_episodes"] = sum(e["accepts"] > 0 for e in eps)
+        # the share of episodes whose clean twin (the onset night without the fault) was flagged on the same
+        # metrics: when it is high, a first-night catch says little about the fault
+        k["twin_flagged"] = _share(e["twin_flagged"] for e in eps)
         k["target_window"] = k[{1: "first_night", 3: "within_3"}.get(k["window"], "within_10")]
     preempted = [j for j in clean if j.label.preempted]
     return {
@@ -385,13 +396,15 @@ def summarize(runs: Sequence[dict]) -> dict:
                     "accepts_in_clean_year"):
             g[key] = spread(r[key] for r in rs)
         g["trusted_nights"] = spread(r["trusted_nights"] for r in rs)
+        g["per_metric_false_alarm_rate"] = {m: spread(r["per_metric_false_alarm_rate"][m] for r in rs)
+                                            for m in rs[0]["per_metric_false_alarm_rate"]}
         g["faults"] = {}
         for kind in rs[0]["faults"]:
             cells = [r["faults"][kind] for r in rs if kind in r["faults"]]
             g["faults"][kind] = {
                 "window": cells[0]["window"], "episodes_per_seed": len(cells[0]["episodes"]),
                 **{k: spread(c[k] for c in cells)
-                   for k in ("first_night", "within_3", "within_10", "caught", "accepted_episodes")},
+                   for k in ("first_night", "within_3", "within_10", "caught", "accepted_episodes", "twin_flagged")},
             }
         out[f"{policy}/{family}/{steps}"] = g
     return out
@@ -411,14 +424,20 @@ def tables(summary: Mapping[str, dict]) -> str:
             f"- Pages in the {g['change_window']} nights from a legitimate change (worst change): "
             f"{_cell(g['max_pages_after_a_change'], _num)}; accepts in the clean year: "
             f"{_cell(g['accepts_in_clean_year'], _num)}.",
+            "- Clean nights flagged by each metric: " + "; ".join(
+                f"`{m}` {_cell(v)}" for m, v in g["per_metric_false_alarm_rate"].items()) + ".",
             "",
-            "| fault | episodes a seed | target window | first night | within 3 | within 10 | ever |",
-            "|---|---|---|---|---|---|---|",
+            "Caught: a FAIL or ERROR on a metric the fault affects. Twin flagged: the same night without "
+            "the fault was flagged on those metrics too (a catch then says little).",
+            "",
+            "| fault | episodes a seed | target window | first night | within 3 | within 10 | ever | twin flagged |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for kind, c in g["faults"].items():
             window = {1: "first night", 3: "3 nights"}.get(c["window"], f"{c['window']} nights")
             lines.append(f"| `{kind}` | {c['episodes_per_seed']} | {window} | {_cell(c['first_night'])} | "
-                         f"{_cell(c['within_3'])} | {_cell(c['within_10'])} | {_cell(c['caught'])} |")
+                         f"{_cell(c['within_3'])} | {_cell(c['within_10'])} | {_cell(c['caught'])} | "
+                         f"{_cell(c['twin_flagged'])} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -450,7 +469,7 @@ def run_suite(families: Sequence[str], scale: Mapping[str, Any], policy: PolicyU
                         progress(f"{name} steps={n} seed={seed}: clean nights flagged "
                                  f"{_pct(fig['false_alarm_rate'])} ({fig['elapsed_s']} s)")
                     runs.append(fig)
-    return {"policy": policy.name, "runs": runs, "summary": summarize(runs)}
+    return {"policy": policy.name, "options": dict(policy.options), "runs": runs, "summary": summarize(runs)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -466,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="written as the gates file's top-level `policy:` key unless `reference`")
     parser.add_argument("--on-night", metavar="MODULE:FUNCTION",
                         help=f"called after every night with its outcome ({', '.join(CALLBACKS)}: built in)")
+    parser.add_argument("--options", type=json.loads, default={}, metavar="JSON",
+                        help='fields added to declarations: {"METRIC" or "*": {"field": value}}')
     parser.add_argument("--cache", type=Path, help=f"record cache (default {default_cache()})")
     parser.add_argument("--json", metavar="FILE", help="also write every figure as JSON to FILE (- for stdout)")
     args = parser.parse_args(argv)
@@ -473,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("nights", "episodes"):
         if getattr(args, key) is not None:
             scale[key] = getattr(args, key)
-    policy = PolicyUnderTest(args.policy, on_night=_callback(args.on_night))
+    policy = PolicyUnderTest(args.policy, on_night=_callback(args.on_night), options=args.options)
     started = time.perf_counter()
     to_stdout = args.json == "-"
     result = run_suite(args.family or FAMILIES, scale, policy, cache=args.cache or default_cache(), seeds=args.seeds,
