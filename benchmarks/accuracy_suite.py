@@ -23,7 +23,21 @@ Measured per family, steps count and seed, then shown as the spread over seeds (
 The policy under test goes into the gates file as the top-level key ``policy: NAME``, written only
 for a policy other than ``reference`` (``reference`` is the package's default and needs no key).
 Python callers pass a :class:`PolicyUnderTest`, whose ``on_night`` callback sees every night's
-verdict with the open store (to accept a reported level shift, for example).
+verdict with the open store (to accept a reported level shift, for example)::
+
+    import accuracy_suite as suite   # with benchmarks/ on sys.path
+
+    policy = suite.PolicyUnderTest(
+        "calibrated",
+        on_night=suite.on_level_shift(detect=lambda verdict: ..., accept=lambda outcome, shift: ...),
+        flags=lambda verdict: ...,   # metric -> what flagged it, if the policy reports more than FAIL/ERROR
+    )
+    result = suite.run_suite(["rlsim"], suite.SCALES["moderate"], policy, cache=suite.default_cache())
+    print(suite.tables(result["summary"]))
+
+From the command line, ``--on-night MODULE:FUNCTION`` names such a callback; ``--on-night
+oracle-triage`` marks every clean night trusted and every faulty one untrusted by hand (a perfectly
+triaged history), ``--on-night oracle-rebaseline`` rebaselines on each legitimate change.
 
 Deterministic from the seeds: the same seeds give the same figures.
 """

@@ -181,9 +181,17 @@ class Family:
             # completion marker a sensor would wait for
             (scratch / LABEL).write_text(json.dumps(label.to_json()), encoding="utf-8")
             (scratch / DONE).write_text("", encoding="utf-8")
-            if folder.exists():  # an interrupted earlier write
-                shutil.rmtree(folder)
-            os.replace(scratch, folder)
+            if folder.exists() and not (folder / DONE).exists():  # an interrupted write of an older generator
+                stale = Path(tempfile.mkdtemp(prefix=".stale-", dir=folder.parent))
+                os.replace(folder, stale / "night")
+                shutil.rmtree(stale, ignore_errors=True)
+            try:
+                os.replace(scratch, folder)
+            except OSError:
+                # another process sharing the cache wrote the same night first: keep its copy (the
+                # same bytes, the generators are deterministic)
+                if not (folder / DONE).exists():
+                    raise
         finally:
             if scratch.exists():
                 shutil.rmtree(scratch)
