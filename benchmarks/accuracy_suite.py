@@ -63,6 +63,7 @@ import yaml
 from families import FAMILIES, Episode, Family, Label, Plan, default_cache, get_family
 
 from airflow_metric_gate import run_gate
+from airflow_metric_gate.declarations import DeclarationError
 from airflow_metric_gate.pipeline import SeriesIdentity
 from airflow_metric_gate.store.sqlite import SQLiteStore
 
@@ -511,9 +512,13 @@ def main(argv: list[str] | None = None) -> int:
     policy = PolicyUnderTest(args.policy, on_night=_callback(args.on_night), options=args.options)
     started = time.perf_counter()
     to_stdout = args.json == "-"
-    result = run_suite(args.family or FAMILIES, scale, policy, cache=args.cache or default_cache(), seeds=args.seeds,
-                       steps=args.steps, kinds=args.fault,
-                       progress=lambda line: print(line, file=sys.stderr if to_stdout else sys.stdout, flush=True))
+    try:
+        result = run_suite(args.family or FAMILIES, scale, policy, cache=args.cache or default_cache(),
+                           seeds=args.seeds, steps=args.steps, kinds=args.fault,
+                           progress=lambda line: print(line, file=sys.stderr if to_stdout else sys.stdout, flush=True))
+    except DeclarationError as exc:  # e.g. a policy this version of the package does not know
+        print(f"accuracy_suite: the gates file was refused: {exc}", file=sys.stderr)
+        return 2
     result["scale"] = args.scale
     result["elapsed_s"] = round(time.perf_counter() - started, 1)
     if to_stdout:
