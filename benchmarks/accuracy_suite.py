@@ -326,7 +326,8 @@ def figures(family: Family, plan: Plan, clean: list[Judged], episodes: dict[str,
         caught = [any(m in j.flags for m in episode.affected) for j in judged]
         first = next((i for i, hit in enumerate(caught) if hit), None)
         k = kinds.setdefault(episode.fault.kind, {"window": episode.fault.window, "nights": episode.fault.nights,
-                                                  "description": episode.fault.description, "episodes": []})
+                                                  "description": episode.fault.description,
+                                                  "target": episode.fault.target, "episodes": []})
         twin = clean[episode.onset] if episode.onset < len(clean) else None  # the same night without the fault
         k["episodes"].append({"onset": episode.onset, "target": episode.target, "first_caught": first,
                               "twin_flagged": bool(twin and any(m in twin.flags for m in episode.affected)),
@@ -417,7 +418,9 @@ def summarize(runs: Sequence[dict]) -> dict:
         for kind in rs[0]["faults"]:
             cells = [r["faults"][kind] for r in rs if kind in r["faults"]]
             g["faults"][kind] = {
-                "window": cells[0]["window"], "episodes_per_seed": len(cells[0]["episodes"]),
+                "window": cells[0]["window"], "target": cells[0]["target"],
+                "episodes_per_seed": len(cells[0]["episodes"]),
+                "target_window": spread(c["target_window"] for c in cells),
                 **{k: spread(c[k] for c in cells)
                    for k in ("first_night", "within_3", "within_10", "caught", "accepted_episodes", "twin_flagged")},
             }
@@ -425,9 +428,61 @@ def summarize(runs: Sequence[dict]) -> dict:
     return out
 
 
+#: Issue 18's targets beside the faults' own: clean nights flagged, pages after a legitimate change.
+MAX_FALSE_ALARM_RATE = 0.01
+MAX_PAGES_AFTER_A_CHANGE = 1
+
+
+def _judged(s: tuple[float, float, float] | None, ok: bool | None, fmt: Callable[[float | None], str] = _pct) -> str:
+    if s is None:
+        return "-"
+    return f"{_cell(s, fmt)} {'met' if ok else 'MISSED'}" if ok is not None else _cell(s, fmt)
+
+
+def target_table(summary: Mapping[str, dict]) -> str:
+    """One row per target, one column per (policy, family, steps); judged on the worst seed."""
+    groups = list(summary.values())
+    if not groups:
+        return ""
+    head = [f"`{g['family']}` {g['steps']} ({g['policy']})" for g in groups]
+    lines = [
+        "Each cell: the median over seeds (min-max); `met` or `MISSED` judged on the worst seed.",
+        "",
+        "| target | " + " | ".join(head) + " |",
+        "|---|" + "---|" * len(groups),
+    ]
+    row = [f"clean nights flagged <= {MAX_FALSE_ALARM_RATE:.0%}"]
+    for g in groups:
+        s = g["false_alarm_rate"]
+        row.append(_judged(s, None if s is None else s[2] <= MAX_FALSE_ALARM_RATE))
+    lines.append("| " + " | ".join(row) + " |")
+    row = [f"pages after a legitimate change <= {MAX_PAGES_AFTER_A_CHANGE}"]
+    for g in groups:
+        s = g["max_pages_after_a_change"]
+        row.append(_judged(s, None if s is None else s[2] <= MAX_PAGES_AFTER_A_CHANGE, _num))
+    lines.append("| " + " | ".join(row) + " |")
+    kinds: dict[str, tuple[int, float | None]] = {}
+    for g in groups:
+        for kind, c in g["faults"].items():
+            kinds.setdefault(kind, (c["window"], c["target"]))
+    for kind, (window, target) in kinds.items():
+        when = {1: "on the first night", 3: "within 3 nights"}.get(window, f"within {window} nights")
+        goal = f">= {target:.0%}" if target is not None else "(no target)"
+        row = [f"`{kind}` caught {when} {goal}"]
+        for g in groups:
+            c = g["faults"].get(kind)
+            if c is None:
+                row.append("")
+                continue
+            s = c["target_window"]
+            row.append(_judged(s, None if s is None or target is None else s[0] >= target))
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
 def tables(summary: Mapping[str, dict]) -> str:
     """Markdown tables: a cell is the median over seeds, with (min-max) when they differ."""
-    lines = []
+    lines = ["### Against the targets", "", target_table(summary), ""]
     for g in summary.values():
         seeds = ", ".join(map(str, g["seeds"]))
         lines += [

@@ -28,6 +28,8 @@ from typing import Any
 #: Bumped whenever a generator changes what it writes, so cached records of an older generator are not reused.
 CACHE_VERSION = "v1"
 DONE = "_SUCCESS"
+#: The share of episodes to catch within the window, for the kinds that have a target.
+TARGET = 0.95
 LABEL = "_label.json"
 
 
@@ -39,12 +41,15 @@ class Fault:
     :param nights: how many consecutive nights an episode lasts.
     :param window: the nights within which a good gate should catch it (1: the first night).
     :param description: one line for the tables.
+    :param target: the share of episodes a good gate catches within ``window`` (issue 18's targets),
+        or ``None`` where no target is set (the figure is shown, not judged).
     """
 
     kind: str
     nights: int = 1
     window: int = 1
     description: str = ""
+    target: float | None = None
 
 
 @dataclass(frozen=True)

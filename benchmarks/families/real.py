@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Change, Episode, Family, Fault, Label, Plan, spread_onsets, stable_seed, write_record
+from .base import TARGET, Change, Episode, Family, Fault, Label, Plan, spread_onsets, stable_seed, write_record
 
 STOPPED_AT = 0.3  # a run stopped early ends after this share of its steps
 
@@ -98,7 +98,7 @@ class DigitsFamily(_RealFamily):
     name = "digits"
     steps_choices = (60, 300)
     faults = (
-        Fault("lr_x10", 1, 1, "learning rate x10"),
+        Fault("lr_x10", 1, 1, "learning rate x10", TARGET),
         Fault("label_noise", 1, 1, "40 % of the training labels replaced by random ones"),
         Fault("frozen_layer", 1, 1, "the hidden layer frozen (only the output layer learns)"),
         Fault("stopped_early", 1, 1, f"training stopped after {int(STOPPED_AT * 100)} % of its steps"),
@@ -179,7 +179,7 @@ class CartPoleFamily(_RealFamily):
     name = "cartpole"
     steps_choices = (60,)
     faults = (
-        Fault("lr_x10", 1, 1, "learning rate x10"),
+        Fault("lr_x10", 1, 1, "learning rate x10", TARGET),
         Fault("frozen_layer", 1, 1, "the hidden layer frozen (only the output layer learns)"),
         Fault("reward_bug", 1, 1, "the learner is fed the reward with its sign flipped"),
         Fault("stopped_early", 1, 1, f"training stopped after {int(STOPPED_AT * 100)} % of its steps"),

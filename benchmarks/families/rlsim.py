@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .base import Change, Episode, Family, Fault, Label, Plan, spread_onsets, stable_seed, write_record
+from .base import TARGET, Change, Episode, Family, Fault, Label, Plan, spread_onsets, stable_seed, write_record
 
 REWARD = "rollout/raw_reward"
 GRAD = "train/grad_norm"
@@ -58,14 +58,14 @@ SESSIONS = 4000
 TITO_RATE = {TITO1: 0.03, TITO2: 0.02}
 
 FAULTS = (
-    Fault("lr_x10", 1, 1, "learning rate x10: grad norm and KLs blow up, the reward falls"),
-    Fault("reward_drop_20", 1, 1, "reward -20 % from a step in the first quarter"),
-    Fault("reward_drop_50", 1, 1, "reward -50 % from a step in the first quarter"),
-    Fault("plateau", 1, 1, "the reward stops improving from a step in the first half"),
-    Fault("nan", 1, 1, "NaN at 1-3 steps of one metric"),
-    Fault("missing_metric", 1, 1, "one metric absent from the record"),
-    Fault("shift_10", 5, 3, "a sustained 10 % shift of one per-step metric, the bad way"),
-    Fault("slow_regression", 20, 10, "the reward falls 1 % a night, compounding, for 20 nights"),
+    Fault("lr_x10", 1, 1, "learning rate x10: grad norm and KLs blow up, the reward falls", TARGET),
+    Fault("reward_drop_20", 1, 1, "reward -20 % from a step in the first quarter", TARGET),
+    Fault("reward_drop_50", 1, 1, "reward -50 % from a step in the first quarter", TARGET),
+    Fault("plateau", 1, 1, "the reward stops improving from a step in the first half", TARGET),
+    Fault("nan", 1, 1, "NaN at 1-3 steps of one metric", TARGET),
+    Fault("missing_metric", 1, 1, "one metric absent from the record", TARGET),
+    Fault("shift_10", 5, 3, "a sustained 10 % shift of one per-step metric, the bad way", TARGET),
+    Fault("slow_regression", 20, 10, "the reward falls 1 % a night, compounding, for 20 nights", TARGET),
     Fault("mismatch_x1_5", 5, 3, "a TITO mismatch rate 1.5x"),
 )
 

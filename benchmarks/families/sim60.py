@@ -18,15 +18,15 @@ import accuracy
 import numpy as np
 from accuracy import GATE_DEFAULTS, METRICS, record_for, schedule
 
-from .base import Change, Episode, Family, Fault, Label, Plan, spread_onsets, stable_seed, write_record
+from .base import TARGET, Change, Episode, Family, Fault, Label, Plan, spread_onsets, stable_seed, write_record
 
 FAULTS = (
-    Fault("shift10", 5, 3, "a 10 % level shift (the bad way) from a step of the first half on"),
-    Fault("shift30", 1, 1, "a 30 % level shift from a step of the first half on"),
-    Fault("shift50", 1, 1, "a 50 % level shift from a step of the first half on"),
+    Fault("shift10", 5, 3, "a 10 % level shift (the bad way) from a step of the first half on", TARGET),
+    Fault("shift30", 1, 1, "a 30 % level shift from a step of the first half on", TARGET),
+    Fault("shift50", 1, 1, "a 50 % level shift from a step of the first half on", TARGET),
     Fault("variance2x", 3, 3, "the per-step noise doubled from a step of the first half on"),
-    Fault("nan_burst", 1, 1, "NaN at 3 consecutive steps (the last point of a once-a-run metric)"),
-    Fault("vanish", 1, 1, "one metric absent from the record"),
+    Fault("nan_burst", 1, 1, "NaN at 3 consecutive steps (the last point of a once-a-run metric)", TARGET),
+    Fault("vanish", 1, 1, "one metric absent from the record", TARGET),
 )
 assert {f.kind for f in FAULTS} == set(accuracy.KINDS)
 
