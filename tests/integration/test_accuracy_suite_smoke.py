@@ -55,7 +55,7 @@ def test_every_family_runs_through_the_pipeline_and_reruns_from_the_cache(tmp_pa
     assert by_family["rlsim"]["faults"]["missing_metric"]["first_night"] == 1.0
     assert by_family["sim60"]["faults"]["vanish"]["first_night"] == 1.0
     assert len(by_family["rlsim"]["changes"]) == 2
-    assert "| fault | episodes a seed |" in first.stdout
+    assert "| fault | episodes a seed |" in first.stdout and "### Against the targets" in first.stdout
     # one folder per night of JSON Lines records, clean year and episodes, under the cache
     nights = sorted(cache.glob("*/rlsim/*/clean/night-*"))
     assert len(nights) == by_family["rlsim"]["nights"]
