@@ -37,7 +37,9 @@ verdict with the open store (to accept a reported level shift, for example)::
 
 From the command line, ``--on-night MODULE:FUNCTION`` names such a callback; ``--on-night
 oracle-triage`` marks every clean night trusted and every faulty one untrusted by hand (a perfectly
-triaged history), ``--on-night oracle-rebaseline`` rebaselines on each legitimate change.
+triaged history), ``--on-night oracle-rebaseline`` rebaselines on each legitimate change, and
+``--on-night accept-legitimate-shifts`` accepts a reported level shift that a legitimate change
+explains (the calibrated policy's ``level_shifts``), never one inside a fault episode.
 
 Deterministic from the seeds: the same seeds give the same figures.
 """
@@ -197,9 +199,38 @@ def oracle_rebaseline(outcome: NightOutcome) -> bool:
     return False
 
 
+#: How many nights after a legitimate change on-call still takes a reported level shift for it.
+ACCEPT_WITHIN = 14
+
+
+def accept_legitimate_shifts(outcome: NightOutcome) -> bool:
+    """On-call who knows the legitimate changes: accept a reported level shift that one explains, nothing else.
+
+    A verdict's ``level_shifts`` entry (the calibrated policy's report) on a metric that a
+    legitimate change moved in the last :data:`ACCEPT_WITHIN` nights is accepted from the night
+    it names (``airflow_metric_gate.accept.accept_level``); a level shift inside a fault episode
+    is never accepted.  Needs a package version with ``accept_level``.
+    """
+    shifts = [s for s in outcome.verdict.get("level_shifts", ()) or () if not s.get("adopted")]
+    if not shifts or not outcome.label.clean:
+        return False
+    recent = [c for c in outcome.label.changes if 0 <= outcome.label.night - c.night < ACCEPT_WITHIN]
+    explained = [s for s in shifts if any(s.get("metric_key") in c.metrics for c in recent)]
+    if not explained:
+        return False
+    from airflow_metric_gate.accept import accept_level  # a package version with the calibrated policy
+
+    since = min(str(s.get("since_run_id") or outcome.run_id) for s in explained)
+    identity = outcome.identity
+    accept_level(outcome.store, identity.series, identity.backend, identity.suite, since=since,
+                 reason=f"benchmark: {', '.join(c.description for c in recent)}", by="accuracy-suite")
+    return True
+
+
 #: ``--on-night`` names for the callbacks above.
 CALLBACKS: dict[str, Callable[[NightOutcome], bool]] = {
     "oracle-triage": oracle_triage, "oracle-rebaseline": oracle_rebaseline,
+    "accept-legitimate-shifts": accept_legitimate_shifts,
 }
 
 
