@@ -23,7 +23,8 @@ The rules (docs/concepts.md, "The calibrated policy", is their contract):
   history, not one night) when nobody accepted or fixed it first.
 * **Slow drift.**  The recent nights' level is compared with the oldest half of the history (an
   anchor the drift cannot drag along, since drifting nights are judged against it): a drift on the
-  regression side is reported with its start, slope and cumulative change.
+  regression side is reported with its start, slope and cumulative change, pages once, and is
+  adopted like a level shift after :data:`SHIFT_ADOPT` nights.
 
 Nothing here reads the store: :func:`choose_history` picks a declaration's history from the
 candidate nights the caller read, and :func:`judge_declaration` judges one night.
@@ -71,6 +72,8 @@ CALIBRATION_MIN = 5
 BLOWUP_RATIO = 5.0
 #: Failing nights of one level shift after which it is adopted as the new baseline.
 SHIFT_ADOPT = 5
+#: The outcomes of the nights one reported change (a level shift or a drift) is adopted from.
+ADOPTABLE = frozenset({"fail", "shift", "drift", "drift-continues"})
 #: Trusted nights the drift test needs.
 DRIFT_MIN = 10
 #: The recent nights (tonight included) whose level the drift test compares with the anchor.
@@ -160,7 +163,7 @@ def choose_history(candidates: Sequence[Candidate], history_limit: int) -> Histo
         shift: list[Candidate] = []
         for c in reversed(recent):
             o = c.outcome or {}
-            if since is None or o.get("since") != since or o.get("o") not in ("fail", "shift"):
+            if since is None or o.get("since") != since or o.get("o") not in ADOPTABLE:
                 break
             shift.append(c)
         if len(shift) >= SHIFT_ADOPT:
@@ -427,9 +430,9 @@ def judge_declaration(
 
     drift = _drift(direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS)
     if drift is not None:
-        previous = choice.recent[-1].outcome if choice.recent else None
         continues = previous is not None and previous.get("o") in ("drift", "drift-continues")
         outcome = "drift-continues" if continues else "drift"
+        drift_since = previous.get("since", run_id) if continues else run_id
         drift["continues"] = bool(continues)
         report["drift"] = drift
         text = (f"slow drift since {drift['start']}: {drift['slope'] * 100:+.2f} % a night, "
@@ -437,7 +440,7 @@ def judge_declaration(
                 "every night stayed within its own band")
         night = Result(*key, None, None, FAIL, current=drift["t"], ref=0.0, n=len(levels), lo=-drift["threshold"],
                        hi=drift["threshold"], side=drift["side"], bound="drift", reason=text)
-        stored = {"o": outcome, "z": z, "zn": zn, "level": level_tonight,
+        stored = {"o": outcome, "z": z, "zn": zn, "level": level_tonight, "since": drift_since,
                   "cause": f"{key[0]}: drift {_pct(drift['cumulative'])}"}
         return Decision(outcome, step_results + [night], stored, report)
 
