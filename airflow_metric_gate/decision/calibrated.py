@@ -70,6 +70,9 @@ SUSTAINED_NIGHTS = (2, 3)
 CALIBRATION_MIN = 5
 #: A value at least this many times its reference, or at most its reciprocal, is a blow-up.
 BLOWUP_RATIO = 5.0
+#: Before the night test is calibrated, a night fails when at least this share of its steps leave the
+#: constraint's band on the regression side.
+PRIOR_SHARE = 0.25
 #: Failing nights of one level shift after which it is adopted as the new baseline.
 SHIFT_ADOPT = 5
 #: The outcomes of the nights one reported change (a level shift or a drift) is adopted from.
@@ -522,11 +525,11 @@ def _blowup(key, tonight, refs, columns, blown, report, run_id, n) -> Decision:
 
 
 def _prior_band(key, gate, direction, tonight, refs, columns, report, n, need) -> Decision | None:
-    """Before the night test is calibrated: half the steps or more beyond the constraint's band, on the regression side.
+    """Before the night test is calibrated: a quarter of the steps or more beyond the constraint's band.
 
     The declaration's constraint (its own, or the defaults table's) is the prior: with fewer than
-    ``need`` trusted nights the night fails when at least half of its steps that have a median
-    leave that band on the side that is a regression.  One noisy step fails nothing.
+    ``need`` trusted nights the night fails when at least :data:`PRIOR_SHARE` of its steps that
+    have a median leave that band on the side that is a regression.  A few noisy steps fail nothing.
     """
     params = constraint_params(gate.get("constraint") or {})
     up, down = params[0] > 0 or params[1] > 0, params[2] > 0 or params[3] > 0
@@ -550,7 +553,7 @@ def _prior_band(key, gate, direction, tonight, refs, columns, report, n, need) -
             out.append(Result(*key, step, at, INACTIVE, current=value, n=len(column),
                               reason=f"calibrating: {n} trusted night(s), {need} needed for the night test; "
                                      "within the constraint's band"))
-    if not judged or len(outside) * 2 < judged:
+    if not judged or len(outside) < PRIOR_SHARE * judged:
         return None
     side = out[next(i for i, r in enumerate(out) if r.status == FAIL)].side
     text = (f"calibrating ({n} of {need} trusted nights): {_steps_text(outside)} ({len(outside)} of {judged}) "
