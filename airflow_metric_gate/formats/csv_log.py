@@ -48,6 +48,8 @@ def _cell_value(cell: str) -> Any:
     text = cell.strip()
     if _INT.fullmatch(text):
         return int(text)
+    if "_" in text:  # Python's float() reads "1_0" as 10.0; a CSV log means no such number
+        return cell
     try:
         return float(text)
     except ValueError:

@@ -92,7 +92,7 @@ def parse_location(location: Any) -> RunLocation:
     for key, value in query:
         if key == "tracking_uri":
             tracking_uri = value
-        elif key.startswith("tag.") and len(key) > 4:
+        elif key.startswith("tag.") and len(key) > 4 and "`" not in key:
             tags[key[4:]] = value
         else:
             raise RecordError(f"unknown query parameter {key!r} (expected tag.<key>=<value> or tracking_uri=<uri>)",
@@ -153,14 +153,18 @@ def find_run(where: RunLocation) -> Any:
     experiment = _call(where, "look up the experiment", client.get_experiment_by_name, where.experiment)
     if experiment is None:
         return None
-    conditions = " and ".join(f"tags.`{key}` = '{_quote(value)}'" for key, value in where.tags.items())
+    conditions = " and ".join(f"tags.`{key}` = {_quote(where, value)}" for key, value in where.tags.items())
     runs = _call(where, "search the runs", client.search_runs, [experiment.experiment_id],
                  filter_string=conditions, order_by=["attributes.start_time DESC"], max_results=1)
     return runs[0] if runs else None
 
 
-def _quote(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
+def _quote(where: RunLocation, value: str) -> str:
+    """A tag value as a string literal of MLflow's search filter (which has no escapes)."""
+    for quote in ("'", '"'):
+        if quote not in value:
+            return f"{quote}{value}{quote}"
+    raise RecordError("a tag value holding both ' and \" cannot be searched for in MLflow", path=where.describe())
 
 
 def run_problem(where: RunLocation, run: Any) -> tuple[bool, str]:

@@ -236,7 +236,8 @@ def read_event_file(fh: Any) -> dict[str, FilePoints]:
                         if b < 0x80:
                             break
                         shift += 7
-                if (i + 6 < n and step < _SIGNED and data[i] == 0x2A and data[i + 1] == n - i - 2
+                # n - i < 130: every length below is one byte (< 128), as the layout reads it
+                if (i + 6 < n < i + 130 and step < _SIGNED and data[i] == 0x2A and data[i + 1] == n - i - 2
                         and data[i + 2] == 0x0A and data[i + 3] == n - i - 4 and data[i + 4] == 0x0A
                         and i + data[i + 5] + 11 == n and data[n - 5] == 0x15):
                     try:

@@ -98,6 +98,12 @@ def test_experiment_and_tag_name_the_latest_run_of_the_night(mlflow_server, expe
     readiness = check_mlflow_run(where)
     assert readiness.ready and readiness.location == f"runs:/{retry}?tracking_uri={mlflow_server.uri}"
     assert read_record(where, format="mlflow")["rollout/raw_reward"][0] == (0, 0.9)
+    quoted = log_mlflow_night(client, experiment, night_points(0.7), tags={"job": "it's nightly"})
+    by_job = f"experiments:/{experiment}?tracking_uri={mlflow_server.uri}&tag.job="
+    found = check_mlflow_run(by_job + "it%27s%20nightly")
+    assert found.ready and quoted in found.location
+    with pytest.raises(RecordError, match="both ' and \" cannot be searched"):
+        check_mlflow_run(by_job + "it%27s%20%22nightly%22")
 
 
 @pytest.mark.parametrize("location", ["runs:/", "experiments:/x", "mlflow:/abc", "runs:/abc?color=red"])

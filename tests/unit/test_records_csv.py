@@ -47,8 +47,8 @@ def test_steps_that_are_not_ints_make_step_less_points_named_by_line(tmp_path):
 
 def test_text_that_is_not_a_number_is_kept_for_selection_to_drop(tmp_path):
     path = tmp_path / "metrics.csv"
-    path.write_text("step,loss\n0,oops\n1,0.5\n")
-    assert read_record(path, format="csv")["loss"] == [(0, "oops"), (1, 0.5)]
+    path.write_text("step,loss\n0,oops\n1,0.5\n2,1_0\n")
+    assert read_record(path, format="csv")["loss"] == [(0, "oops"), (1, 0.5), (2, "1_0")]
 
 
 def test_no_step_column_is_bad_input_naming_file_and_columns(tmp_path):
