@@ -43,8 +43,9 @@ from airflow_metric_gate.schemas.records import (
 RECORD_FORMATS = RecordFormat.values()
 
 Point = tuple[int | None, object]
-#: A point whose step was not an int >= 0: ``(step as written, value, file, line)``.
-InvalidStep = tuple[object, object, str, int]
+#: A point whose step was not an int >= 0: ``(step as written, value, file, line)``; for an event
+#: file or an MLflow run the position is a phrase such as ``"event record 3"``.
+InvalidStep = tuple[object, object, str, int | str]
 
 
 class RecordError(LocatedError):

@@ -216,7 +216,7 @@ def read_run(location: Any) -> Record:
                 steps.append(step)
             else:
                 steps.append(None)
-                invalid.append((step, value, number))
+                invalid.append((step, value, f"point {number} of its history"))
             values.append(value)
         per_metric[key] = (steps, values, invalid)
     metrics: dict[str, Any] = {}

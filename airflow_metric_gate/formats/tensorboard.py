@@ -171,7 +171,8 @@ def read_event_file(fh: Any) -> dict[str, FilePoints]:
 
     :param fh: the file, opened for reading bytes.
     :return: tag -> ``(steps, values, invalid)`` (see :data:`~airflow_metric_gate.formats.FilePoints`);
-        a step below 0 is ``None`` among ``steps`` and listed in ``invalid`` with its 1-based record number.
+        a step below 0 is ``None`` among ``steps`` and listed in ``invalid`` at ``"event record <n>"``
+        (1-based).
     :raises EventFileError: the file is truncated, a CRC does not match, or a record is not an event.
     """
     from crc32c import crc32c
@@ -285,6 +286,6 @@ def read_event_file(fh: Any) -> dict[str, FilePoints]:
                 points[0].append(step)
             else:
                 points[0].append(None)
-                points[2].append((step, scalar, number))
+                points[2].append((step, scalar, f"event record {number}"))
             points[1].append(scalar)
     return out

@@ -99,7 +99,11 @@ def test_a_negative_step_is_step_less_and_named(tmp_path):
     record = read_record(tmp_path, format="tensorboard")
     assert record["loss"] == [(0, 0.5), (None, 0.25)]
     ((step, value, file, position),) = record.invalid_steps["loss"]
-    assert (step, value) == (-3, 0.25) and file.endswith(_event_file(tmp_path).name) and position == 3
+    assert (step, value) == (-3, 0.25) and file.endswith(_event_file(tmp_path).name)
+    assert position == "event record 3"  # the file version event, then the two scalars
+    declaration = declare(metric_key="loss", steps="all", constraint={"rel_up": 0.1, "rel_down": 0.1})
+    (selection,) = select_steps(record, [declaration])
+    assert f"point [-3, 0.25] ({file} event record 3) has a step that is not an int >= 0" in selection.error
 
 
 def test_other_summaries_and_files_are_ignored(tmp_path):
