@@ -14,7 +14,7 @@ from datetime import date, datetime, time, timezone
 from typing import Any
 
 from airflow_metric_gate.dates import parse_datetime, utc
-from airflow_metric_gate.declarations import GateDeclaration, load_gates_file, resolve_declarations
+from airflow_metric_gate.declarations import GateDeclaration, load_gates_file, resolve_declarations, with_policy
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id
 from airflow_metric_gate.pipeline import run_gate as _run_gate
 from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report
@@ -28,6 +28,7 @@ def load_declarations(
     source: str | os.PathLike | Sequence[Mapping[str, Any] | GateDeclaration],
     *,
     defaults: Mapping[str, Any] | None = None,
+    policy: str | None = None,
 ) -> list[GateDeclaration]:
     """Read and resolve gate declarations from any source.
 
@@ -37,13 +38,15 @@ def load_declarations(
         ``allowlist_reason``); :class:`~airflow_metric_gate.declarations.GateDeclaration` objects
         pass through.
     :param defaults: entries extending or overriding the defaults table.
+    :param policy: ``reference`` or ``calibrated`` for the declarations that set no policy of their
+        own (nor their gates file); ``None``: leave them (``reference``).
     :raises DeclarationError: naming the file, line or gate and the field at fault.
     :raises TypeError: ``source`` is neither a path nor a list.
     """
     if isinstance(source, (str, os.PathLike)):
-        return load_gates_file(source, defaults=defaults)
+        return with_policy(load_gates_file(source, defaults=defaults), policy)
     if isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
-        return resolve_declarations(source, defaults=defaults, source="declarations")
+        return with_policy(resolve_declarations(source, defaults=defaults, source="declarations"), policy)
     raise TypeError(f"load_declarations: expected a path or a list of mappings, not {type(source).__name__}")
 
 
@@ -129,6 +132,7 @@ def run_gate(
     format: str = "series",
     wait: float = 0.0,
     provenance: Mapping[str, Any] | None = None,
+    policy: str | None = None,
 ) -> Verdict:
     """Ingest a record, select the declared steps, store them and judge them: ``metric-gate run`` in Python.
 
@@ -146,20 +150,22 @@ def run_gate(
     :param logical_date: orders the history (a ``datetime``, a ``date`` or an ISO 8601 string;
         default: now).
     :param enforce: make every FAIL or ERROR block (``Verdict.blocked``).
-    :param history_limit: earlier trusted baseline runs forming the baseline (default 10).
-    :param min_history: fewer baseline values make a coordinate INACTIVE (default 3).
+    :param history_limit: earlier trusted baseline runs forming the baseline (default 20).
+    :param min_history: fewer baseline values make a coordinate INACTIVE (default 1).
     :param aggregate: ``mean`` or ``median``.
     :param all_results: list every result, not only FAIL and ERROR.
     :param max_results: at most this many results (``None``: no limit).
     :param format: the record format: ``series``, ``rows``, ``tensorboard``, ``csv`` or ``mlflow``.
     :param wait: seconds to wait for earlier pending nights to be judged.
     :param provenance: ``commit_sha``, ``training_job_id`` and any free-form fields, stored with the run.
+    :param policy: ``reference`` or ``calibrated`` (recommended) for the declarations that set no
+        policy of their own, nor their gates file; ``None``: ``reference``.
     :raises RecordError, DeclarationError, StoreInputError: bad input; nothing was stored.
     :raises TypeError: ``store`` is neither a URL nor an open store.
     :raises StoreUnavailable: the store cannot be reached, or earlier nights are still pending
         (``EarlierRunsPending``); try again later.
     """
-    resolved = load_declarations(declarations)
+    resolved = load_declarations(declarations, policy=policy)
     options: dict[str, Any] = {"enforce": enforce, "aggregate": aggregate, "all_results": all_results,
                                "max_results": max_results}
     if history_limit is not None:

@@ -17,8 +17,10 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 
 from airflow_metric_gate import __version__
+from airflow_metric_gate.accept import current_user
 from airflow_metric_gate.dates import parse_datetime, utc
-from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file
+from airflow_metric_gate.decision import POLICIES
+from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file, with_policy
 from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES, RecordFormat
 from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
@@ -32,7 +34,13 @@ from airflow_metric_gate.limits import (
 from airflow_metric_gate.pipeline import EarlierRunsPending, RunInfo, SeriesIdentity, ingest, new_run_id, run_gate
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import Record, RecordError
-from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, format_columns, render_report, show_command
+from airflow_metric_gate.report import (
+    DEFAULT_TABLE_ROWS,
+    format_columns,
+    render_report,
+    show_command,
+    warning_lines,
+)
 from airflow_metric_gate.storage import StorageUnavailable, is_uri, record_path, storage_errors
 from airflow_metric_gate.store import STORE_URL_ENV, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
@@ -161,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"baseline values needed before a coordinate is judged (default: {DEFAULT_MIN_HISTORY})")
     run.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference (default: mean)")
     run.add_argument("--format", choices=RECORD_FORMATS, default="series", help="record format")
+    _policy_option(run)
     run.add_argument("--enforce", action="store_true", help="exit 1 when a FAIL or ERROR makes the run untrusted")
     run.add_argument("--json", action="store_true", help="print only the verdict JSON on stdout")
     run.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")
@@ -172,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "yet (a backfill); default: do not wait, exit 3 naming them")
     run.add_argument("--commit", help="commit sha kept as provenance (mark-untrusted --commit finds it)")
     run.add_argument("--training-job-id", help="training job id kept as provenance")
+
+    check = sub.add_parser("check", help="check gates files as a night would read them (for CI); stores nothing")
+    check.add_argument("gates", nargs="+", metavar="GATES",
+                       help="gates file(s): .yaml/.yml, .json or .py with register_ci_gate calls")
+    check.add_argument("--json", action="store_true", help="print each file's declarations as JSON")
 
     history = sub.add_parser("history", help="show the stored values of a metric")
     history.add_argument("metric_key", metavar="METRIC_KEY")
@@ -231,10 +245,26 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY,
                         help=f"baseline values needed before a coordinate is judged (default: {DEFAULT_MIN_HISTORY})")
     replay.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference (default: mean)")
+    _policy_option(replay)
     replay.add_argument("--trust", choices=("replayed", "stored"), default="replayed",
                         help="which trust decides that a night feeds later baselines (default: replayed)")
     replay.add_argument("--json", action="store_true", help="print the replay report as JSON")
     _store_option(replay)
+
+    accept = sub.add_parser(
+        "accept", help="accept a level shift: its nights become the new baseline (rebaseline from the first, mark "
+        "them trusted)",
+        description="Accept the new level of a series from a night on: a rebaseline marker is set on the first "
+        "baseline night at or after --since, and every baseline night from then on is marked trusted with the "
+        "reason, so later nights are judged against those nights (their history, not one night). Idempotent.")
+    accept.add_argument("--series", required=True, help="training job whose level changed")
+    accept.add_argument("--backend", default="cuda", help="hardware backend (default: cuda)")
+    accept.add_argument("--suite", default="default", help="schedule or cluster (default: default)")
+    accept.add_argument("--since", required=True, metavar="NIGHT",
+                        help="the first night of the new level: a logical date (ISO 8601) or a store run id "
+                        "(the verdict's level shift names it)")
+    accept.add_argument("--reason", required=True, help="why the new level is right (kept with each night)")
+    _store_option(accept)
 
     rebase = sub.add_parser("rebaseline", help="start a fresh baseline at a run: later runs ignore older history")
     rebase.add_argument("--run-id", required=True, help="store run id")
@@ -297,9 +327,15 @@ def _read_record(args: argparse.Namespace) -> Record:
         return ingest(location, format=args.format)
 
 
+def _policy_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--policy", choices=POLICIES, default=None,
+                        help="decision policy for declarations that set none (nor their gates file): reference "
+                        "(the default; SPEC behaviour) or calibrated (recommended; see docs/concepts.md)")
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     _check_names(args)
-    declarations, warnings = collapse_duplicates(load_gates_file(args.gates))
+    declarations, warnings = collapse_duplicates(with_policy(load_gates_file(args.gates), args.policy))
     for warning in warnings:
         print(printable(f"metric-gate: warning: {warning}"), file=sys.stderr)
     record = _read_record(args)
@@ -330,6 +366,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             )
             return EXIT_STORE_UNAVAILABLE
     if args.json:
+        for line in warning_lines(verdict):  # stdout holds only the verdict: its warnings go to stderr too
+            print(f"metric-gate: {line}", file=sys.stderr)
         _emit(json.dumps(verdict, indent=2))
     else:
         _emit(str(render_report(verdict, table_rows=_table_rows(args), where=_where(verdict, args))))
@@ -347,6 +385,31 @@ def _where(verdict: dict, args: argparse.Namespace) -> tuple[str, ...]:
 def _report_skipped(skipped: Sequence[tuple[str, str]]) -> None:
     for path, reason in skipped:
         print(f"metric-gate: record: skipped {printable(path)} ({reason})", file=sys.stderr)
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    """Read every gates file as ``run`` and ``SelectStepsOperator`` do: exit 2 when any is invalid."""
+    bad = 0
+    report: dict[str, object] = {}
+    for path in args.gates:
+        try:
+            declarations, warnings = collapse_duplicates(load_gates_file(path))
+        except (DeclarationError, LocatedError) as exc:
+            bad += 1
+            _error(f"error: {exc}")
+            report[path] = {"valid": False, "error": str(exc)}
+            continue
+        for warning in warnings:
+            print(printable(f"metric-gate: warning: {warning}"), file=sys.stderr)
+        report[path] = {"valid": True, "declarations": [d.to_dict() for d in declarations], "warnings": warnings}
+        if not args.json:
+            print(printable(f"{path}: {len(declarations)} gate declaration(s), valid"))
+    if args.json:
+        print(json.dumps(report, indent=2))
+    if bad:
+        _error(f"{bad} of {len(args.gates)} gates file(s) invalid")
+        return EXIT_BAD_INPUT
+    return EXIT_OK
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
@@ -392,7 +455,7 @@ def _cmd_mark(args: argparse.Namespace) -> int:
         by, key, option = "commit", args.commit, "--commit"
     scope = {"dag_id": args.dag_id, "series": args.series, "backend": args.backend, "suite": args.suite}
     with open_store(args.store) as store:
-        marked = store.mark_runs(args.status, by=by, key=key, reason=args.reason, **scope)
+        marked = store.mark_runs(args.status, by=by, key=key, reason=args.reason, marked_by=current_user(), **scope)
     searched = " ".join([f"{option} {key}"] + [f"--{k.replace('_', '-')} {v}" for k, v in scope.items() if v])
     if not marked:
         print(printable(f"metric-gate: error: nothing matched {searched} in the metric store; nothing was changed"),
@@ -455,12 +518,24 @@ def _cmd_show(args: argparse.Namespace) -> int:
 def _cmd_replay(args: argparse.Namespace) -> int:
     from airflow_metric_gate.replay import render_replay, replay
 
-    declarations = load_gates_file(args.gates) if args.gates else None
+    declarations = with_policy(load_gates_file(args.gates), args.policy) if args.gates else None
     with open_store(args.store, read_only=True) as store:
         report = replay(store, args.series, args.backend, args.suite, declarations=declarations,
                         history_limit=args.history_limit, min_history=args.min_history, aggregate=args.aggregate,
-                        trust=args.trust)
+                        trust=args.trust, policy=args.policy)
     print(json.dumps(report, indent=2) if args.json else render_replay(report))
+    return EXIT_OK
+
+
+def _cmd_accept(args: argparse.Namespace) -> int:
+    from airflow_metric_gate.accept import accept_level
+
+    with open_store(args.store) as store:
+        result = accept_level(store, args.series, args.backend, args.suite, since=args.since, reason=args.reason)
+    print(printable(
+        f"accepted the level of series {args.series} (backend {args.backend}, suite {args.suite}) from "
+        f"{result['since']} (store run {result['since_run_id']}): rebaseline marker set there, "
+        f"{result['marked']} of {result['nights']} night(s) marked trusted"))
     return EXIT_OK
 
 
@@ -493,12 +568,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 _COMMANDS = {
     "run": _cmd_run,
+    "check": _cmd_check,
     "history": _cmd_history,
     "mark-untrusted": _cmd_mark,
     "mark-trusted": _cmd_mark,
     "runs": _cmd_runs,
     "show": _cmd_show,
     "rebaseline": _cmd_rebaseline,
+    "accept": _cmd_accept,
     "replay": _cmd_replay,
     "db": _cmd_db,
     "demo": _cmd_demo,
@@ -507,7 +584,7 @@ _COMMANDS = {
 
 #: The commands that write to the store (or, for demo, a working folder): only their errors say
 #: that nothing was stored.
-_WRITING_COMMANDS = frozenset({"run", "mark-untrusted", "mark-trusted", "rebaseline", "db", "demo"})
+_WRITING_COMMANDS = frozenset({"run", "mark-untrusted", "mark-trusted", "rebaseline", "accept", "db", "demo"})
 
 
 def _writes(argv: Sequence[str]) -> bool:

@@ -16,7 +16,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_metric_gate.enums import ERROR, FAIL, STATUSES
+from airflow_metric_gate.decision.calibrated import Decision, HistoryChoice, judge_declaration
+from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES
+from airflow_metric_gate.enums import ERROR, FAIL, PASS, STATUSES
 from airflow_metric_gate.evaluation import (
     Result,
     constraint_params,
@@ -30,7 +32,8 @@ from airflow_metric_gate.evaluation import (
 )
 from airflow_metric_gate.rules import applies_persistence, mad_k, night_mean_k, tolerate_isolated_failures
 
-__all__ = ["Key", "RunJudgement", "judge_run"]
+__all__ = ["CalibratedJudgement", "Key", "RunJudgement", "judge_calibrated", "judge_run", "merge_judgements",
+           "outcome_of"]
 
 #: A declaration's coordinate keys: ``(metric_key, steps_key, constraint_key)``.
 Key = tuple[str, str, str]
@@ -121,3 +124,87 @@ def judge_run(
         ordered.append((order, error_result(*key, message), declarations[key]))
     ordered.sort(key=lambda item: item[0])
     return RunJudgement(counts, per_gate, ordered, is_trusted(counts))
+
+
+def outcome_of(counts: Mapping[str, int]) -> str:
+    """Return a reference declaration's night outcome from its counts: ``error``, ``fail``, ``inactive`` or ``pass``."""
+    if counts.get(ERROR):
+        return "error"
+    if counts.get(FAIL):
+        return "fail"
+    if counts.get(PASS):
+        return "pass"
+    return "inactive"
+
+
+@dataclass
+class CalibratedJudgement:
+    """What :func:`judge_calibrated` decided for the calibrated declarations of one run.
+
+    :param judgement: counts, results and trust, as :func:`judge_run` gives them.
+    :param decisions: each declaration's :class:`~airflow_metric_gate.decision.calibrated.Decision`.
+    """
+
+    judgement: RunJudgement
+    decisions: dict[Key, Decision]
+
+
+def judge_calibrated(
+    values: Mapping[Key, Sequence[tuple[int, int | None, float, int]]],
+    declarations: Mapping[Key, Mapping[str, Any]],
+    errors: Iterable[tuple[Key, int, str]],
+    choices: Mapping[Key, HistoryChoice],
+    *,
+    run_id: str,
+    logical_date: str,
+    min_history: int,
+    all_results: bool = False,
+) -> CalibratedJudgement:
+    """Judge the calibrated declarations of one run, each against the history chosen for it.
+
+    :param values: ``(step, at_step, value, order)`` of each declaration's values, by its keys.
+    :param declarations: the calibrated declarations as stored with the run, by their keys.
+    :param errors: ``(key, order, message)`` for each declaration that selected nothing.
+    :param choices: each declaration's history (:func:`~airflow_metric_gate.decision.calibrated.choose_history`).
+    :param run_id: the run's store run id.
+    :param logical_date: the run's logical date (ISO 8601).
+    :param min_history: trusted nights the night test needs (at least
+        :data:`~airflow_metric_gate.decision.calibrated.CALIBRATION_MIN`).
+    :param all_results: keep every result, not only FAIL and ERROR.
+    """
+    counts = {status: 0 for status in STATUSES}
+    per_gate = {key: {status: 0 for status in STATUSES} for key in declarations}
+    ordered: list[tuple[int, Result, Mapping[str, Any]]] = []
+    decisions: dict[Key, Decision] = {}
+    failed = {key for key, _, _ in errors}
+    for key, order, message in errors:
+        counts[ERROR] += 1
+        per_gate[key][ERROR] += 1
+        ordered.append((order, error_result(*key, message), declarations[key]))
+        decisions[key] = Decision("error", [], {"o": "error", "cause": f"{key[0]}: {message}"}, {})
+    for key, gate in declarations.items():
+        if key in failed:
+            continue
+        rows = values.get(key, ())
+        decision = judge_declaration(key, gate, [(s, a, v) for s, a, v, _ in rows], choices[key], run_id=run_id,
+                                     logical_date=logical_date, min_history=min_history)
+        decisions[key] = decision
+        last = rows[-1][3] if rows else 0
+        orders = [o for _, _, _, o in rows]
+        for i, result in enumerate(decision.results):
+            status = result.status
+            counts[status] += 1
+            per_gate[key][status] += 1
+            if status in (FAIL, ERROR) or all_results or result.bound == "improvement":
+                ordered.append((orders[i] if i < len(orders) and result.step is not None else last, result, gate))
+    ordered.sort(key=lambda item: item[0])
+    trusted = all(d.outcome in TRUSTING_OUTCOMES for d in decisions.values())
+    return CalibratedJudgement(RunJudgement(counts, per_gate, ordered, trusted), decisions)
+
+
+def merge_judgements(first: RunJudgement, second: RunJudgement) -> RunJudgement:
+    """Return the judgement of a run whose declarations were judged in two parts (two policies)."""
+    counts = {status: first.counts.get(status, 0) + second.counts.get(status, 0) for status in STATUSES}
+    results = sorted([*first.results, *second.results], key=lambda item: item[0])
+    return RunJudgement(counts, {**first.per_declaration, **second.per_declaration}, results,
+                        first.trusted and second.trusted)

@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_metric_gate.decision import blocks, policy_of
+from airflow_metric_gate.decision.calibrated import SHIFT_ADOPT, Candidate, choose_history, night_trusted
 from airflow_metric_gate.declarations import GateDeclaration
 from airflow_metric_gate.enums import ERROR, FAIL, Aggregate, RunStatus
 from airflow_metric_gate.evaluation import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_MIN_HISTORY,
 )
-from airflow_metric_gate.judging import judge_run
+from airflow_metric_gate.judging import RunJudgement, judge_calibrated, judge_run, merge_judgements, outcome_of
 from airflow_metric_gate.limits import (
     MAX_CONSTRAINT_KEY_BYTES,
     MAX_METRIC_KEY_BYTES,
@@ -36,10 +38,10 @@ from airflow_metric_gate.limits import (
 )
 from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.rules import is_warning
-from airflow_metric_gate.selection import LAST_STEP, Selection, select_steps
+from airflow_metric_gate.selection import LAST_STEP, Selection, dropped_warnings, more_warnings, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
 from airflow_metric_gate.store.rows import PROVENANCE_COLUMNS, WindowRun
-from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict, calibrated_sections
 
 SELECTION_PAYLOAD_VERSION = 1
 
@@ -121,6 +123,18 @@ def select(record: Record, declarations: Iterable[GateDeclaration]) -> list[Sele
     return select_steps(record, declarations)
 
 
+def record_warnings(record: Record, declarations: Iterable[GateDeclaration]) -> list[dict]:
+    """Return what the verdict warns about a night's record: dropped points, lines no gate can read.
+
+    See :func:`~airflow_metric_gate.selection.dropped_warnings`; :func:`persist` keeps them with the
+    run and :func:`evaluate` puts them in the verdict's ``warnings``.
+
+    :param record: the ingested record.
+    :param declarations: the resolved declarations.
+    """
+    return dropped_warnings(record, list(declarations))
+
+
 def selection_to_payload(selections: Sequence[Selection]) -> dict:
     """Encode selections with their values: one entry per declaration, values as parallel lists.
 
@@ -199,7 +213,18 @@ def check_run(identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selec
                 raise StoreInputError(f"{d.metric_key!r}: step {step_problem(bad)}; nothing was written")
 
 
-def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selection]) -> dict:
+#: The provenance key under which a run keeps the warnings of its record (:func:`record_warnings`).
+WARNINGS_KEY = "record_warnings"
+
+
+def persist(
+    store: MetricStore,
+    identity: SeriesIdentity,
+    run: RunInfo,
+    selections: Sequence[Selection],
+    *,
+    warnings: Sequence[Mapping[str, Any]] = (),
+) -> dict:
     """Write a run (status ``pending``) and one row per selected (metric, step), atomically.
 
     Writing the same ``run.run_id`` again replaces that run's rows.
@@ -208,6 +233,8 @@ def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selectio
     :param identity: the series identity.
     :param run: the run being gated.
     :param selections: from :func:`select`.
+    :param warnings: from :func:`record_warnings`: kept with the run (provenance key
+        ``record_warnings``) for its verdict.
     :return: ``{"run_id", "rows", "errors", "declarations"}``; with no declarations nothing is
         stored (a run with no declarations is trusted and stores nothing).
     :raises StoreInputError: a key, step or date is over its limit (:func:`check_run`); nothing
@@ -231,7 +258,8 @@ def persist(store: MetricStore, identity: SeriesIdentity, run: RunInfo, selectio
             ordinal += 1
     row = RunRow(
         run_id=run.run_id, series=identity.series, backend=identity.backend, suite=identity.suite,
-        role=run.role, status="pending", logical_date=run.logical_date, provenance=dict(run.provenance),
+        role=run.role, status="pending", logical_date=run.logical_date,
+        provenance={**run.provenance, **({WARNINGS_KEY: [dict(w) for w in warnings]} if warnings else {})},
         declarations=[s.declaration.summary() for s in selections], selection_errors=errors,
     )
     rows = store.write_run(row, values)
@@ -370,29 +398,71 @@ def evaluate(
         raise StoreInputError(f"the metric store has no run {run_id!r}; persist it before evaluating")
     if enforce is None:
         enforce = False if record else bool(run.provenance.get("enforce", False))
-    current, history = store.run_values_and_baselines(run_id, history_limit)
     gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
-    no_values: list[float] = []
-    judgement = judge_run(
-        (((v.metric_key, v.steps_key, v.constraint_key), v.step, v.at_step, v.value, v.ordinal,
-          history.get(v.ordinal, no_values)) for v in current),
-        gates,
-        (((e["metric_key"], e["steps_key"], e["constraint_key"]), e["ordinal"], e["message"])
-         for e in run.selection_errors),
-        min_history=min_history, aggregate=aggregate, all_results=all_results,
-    )
+    calibrated = {key for key, gate in gates.items() if policy_of(gate) == "calibrated"}
+    run_errors = [(((e["metric_key"], e["steps_key"], e["constraint_key"]), e["ordinal"], e["message"]))
+                  for e in run.selection_errors]
+    judgement: RunJudgement | None = None
+    outcomes: dict[str, dict] = {}
+    decisions: dict = {}
+    candidates: list | None = None
+    starved_reasons: dict = {}
+    if len(calibrated) < len(gates):  # the reference policy (SPEC 6): one baseline read for the run
+        reference_gates = {key: gate for key, gate in gates.items() if key not in calibrated}
+        current, history = store.run_values_and_baselines(run_id, history_limit)
+        no_values: list[float] = []
+        judgement = judge_run(
+            (((v.metric_key, v.steps_key, v.constraint_key), v.step, v.at_step, v.value, v.ordinal,
+              history.get(v.ordinal, no_values)) for v in current
+             if (v.metric_key, v.steps_key, v.constraint_key) not in calibrated),
+            reference_gates,
+            [e for e in run_errors if e[0] not in calibrated],
+            min_history=min_history, aggregate=aggregate, all_results=all_results,
+        )
+        for key in reference_gates:
+            outcomes[_outcome_key(key)] = {"o": outcome_of(judgement.per_declaration[key])}
+        starved = [key for key in reference_gates if _cold(judgement, key)]
+        if starved:
+            candidates = store.judged_candidates(run_id, candidate_limit(history_limit))
+            reason = starved_reason(candidates, None)
+            if reason:
+                starved_reasons.update({key: reason for key in starved})
+                _name_starved(judgement.results, starved, reason)
+    if calibrated:
+        if candidates is None:
+            candidates = store.judged_candidates(run_id, candidate_limit(history_limit))
+        part = _judge_calibrated(store, run, {key: gates[key] for key in calibrated}, run_errors, candidates,
+                                 history_limit=history_limit, min_history=min_history, all_results=all_results)
+        decisions = part.decisions
+        for key, decision in decisions.items():
+            outcomes[_outcome_key(key)] = decision.stored
+            if decision.report.get("starved"):
+                starved_reasons[key] = decision.report["starved"]
+        judgement = part.judgement if judgement is None else merge_judgements(judgement, part.judgement)
+    assert judgement is not None
     ordered, counts, per_gate = judgement.results, judgement.counts, judgement.per_declaration
     results = [r for _, r, _ in ordered]
-
     trusted = judgement.trusted
-    blocking = sum(
-        1
-        for _, r, gate in ordered
-        if r.status in (FAIL, ERROR) and (enforce or gate["enforce"]) and not gate["allowlist_reason"]
-        and not is_warning(gate)  # the opt-in severity: warn reports, never blocks
-    )
-    extras = [(i, {"allowlist_reason": gate["allowlist_reason"]}) for i, (_, _, gate) in enumerate(ordered)
-              if gate["allowlist_reason"]]
+    continuing = {key: d.outcome for key, d in decisions.items()}
+    extras: list[tuple[int, dict]] = []
+    blocking = 0
+    for i, (_, r, gate) in enumerate(ordered):
+        fields: dict = {}
+        if gate["allowlist_reason"]:
+            fields["allowlist_reason"] = gate["allowlist_reason"]
+        key = (r.metric_key, r.steps_key, r.constraint_key)
+        if blocks(r.status, gate, enforce=bool(enforce), outcome=continuing.get(key)):
+            blocking += 1
+            fields["blocking"] = True
+        if key in calibrated:
+            fields["policy"] = "calibrated"
+        if fields:
+            extras.append((i, fields))
+    cause = next((o["cause"] for o in outcomes.values() if o.get("cause")), None)
+    if cause is None and not trusted:
+        cause = next((f"{r.metric_key}: {r.reason}" for r in results if r.status in (FAIL, ERROR)), None)
+    if cause:
+        outcomes["_cause"] = {"cause": cause[:300]}
     verdict = build_verdict(
         series=run.series, backend=run.backend, suite=run.suite, run_id=run.run_id, role=run.role,
         logical_date=run.logical_date.isoformat(), results=results, trusted=trusted,
@@ -400,13 +470,119 @@ def evaluate(
         all_results=all_results, max_results=max_results, max_bytes=max_bytes, extra_fields=extras,
         counts=counts, declaration_counts=per_gate,
         warn_declarations=[key for key, gate in gates.items() if is_warning(gate)],
+        sections=calibrated_sections(gates, decisions, starved_reasons),
     )
+    warnings = run.provenance.get(WARNINGS_KEY)
+    if warnings:  # additive (SPEC 10, 11): present when the record lost points or lines
+        verdict["warnings"] = _fitting_warnings(verdict, list(warnings), max_bytes)
     counts = verdict["counts"]
     reason = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s]) or "no declarations"
     if record:
         store.set_status(run_id, RunStatus.TRUSTED.value if trusted else RunStatus.UNTRUSTED.value, reason,
-                         enforce=bool(enforce))
+                         enforce=bool(enforce), outcomes=outcomes)
     return verdict
+
+
+def _outcome_key(key: tuple[str, str, str]) -> str:
+    return json.dumps(list(key))
+
+
+def candidate_limit(history_limit: int) -> int:
+    """How many earlier judged nights are read to choose each declaration's history from."""
+    return 3 * history_limit + SHIFT_ADOPT + 5
+
+
+def _cold(judgement: RunJudgement, key: tuple[str, str, str]) -> bool:
+    counts = judgement.per_declaration.get(key, {})
+    return bool(counts.get("INACTIVE")) and not any(counts.get(s) for s in ("PASS", "FAIL"))
+
+
+def _candidates_for(candidates: list, key: tuple[str, str, str]) -> list[Candidate]:
+    name = _outcome_key(key)
+    out = []
+    for run_id, date, status, marked, stored in candidates:
+        outcome = stored.get(name)
+        out.append(Candidate(run_id, date.isoformat(), night_trusted(status, marked, outcome), outcome))
+    return out
+
+
+def starved_reason(candidates: list, key: tuple[str, str, str] | None) -> str | None:
+    """Name why a declaration has no trusted history although earlier nights exist, or ``None``.
+
+    :param candidates: the earlier judged nights (:meth:`MetricStore.judged_candidates`), oldest first.
+    :param key: the declaration (trust per declaration), or ``None`` for the run's own trust.
+    """
+    if not candidates:
+        return None
+    if key is None:
+        trusted = [c for c in candidates if (c[3] or c[2]) == "trusted"]
+    else:
+        trusted = [c for c in _candidates_for(candidates, key) if c.trusted]
+    if trusted:
+        return None
+    latest = candidates[-1]
+    cause = (latest[4].get("_cause") or {}).get("cause") if latest[4] else None
+    since = candidates[0][1].date().isoformat()
+    because = f", the latest because {cause}" if cause else ""
+    return (f"starved baseline: no trusted night since {since}: every one of the {len(candidates)} earlier "
+            f"night(s) was untrusted{because}")
+
+
+def _name_starved(results: list, keys: list, reason: str) -> None:
+    """Give the INACTIVE results of starved declarations the reason instead of "cold start"."""
+    wanted = set(keys)
+    for _, r, _ in results:
+        if (r.metric_key, r.steps_key, r.constraint_key) in wanted and r.status == "INACTIVE":
+            r.reason = reason
+
+
+def _judge_calibrated(store: MetricStore, run: RunRow, gates: dict, run_errors: list, candidates: list, *,
+                      history_limit: int, min_history: int, all_results: bool):
+    """Judge a run's calibrated declarations: choose each one's history, read those nights' values, decide."""
+    choices = {key: choose_history(_candidates_for(candidates, key), history_limit) for key in gates}
+    needed = sorted({c.run_id for choice in choices.values() for c in choice.history})
+    current = [v for v in store.run_values(run.run_id) if (v.metric_key, v.steps_key, v.constraint_key) in gates]
+    by_ordinal = {v.ordinal: v for v in current}
+    found: dict[tuple[str, tuple[str, str, str]], dict[int, float]] = {}
+    for ordinal, other, value in store.values_in_runs(run.run_id, needed):
+        v = by_ordinal.get(ordinal)
+        if v is not None:
+            found.setdefault((other, (v.metric_key, v.steps_key, v.constraint_key)), {})[v.step] = value
+    for key, choice in choices.items():
+        for c in choice.history:
+            c.values = found.get((c.run_id, key), {})
+        for c in choice.recent:
+            c.values = found.get((c.run_id, key), {})
+    values: dict = {}
+    for v in current:
+        values.setdefault((v.metric_key, v.steps_key, v.constraint_key), []).append(
+            (v.step, v.at_step, v.value, v.ordinal))
+    part = judge_calibrated(values, gates, [e for e in run_errors if e[0] in gates], choices, run_id=run.run_id,
+                            logical_date=run.logical_date.isoformat(), min_history=min_history,
+                            all_results=all_results)
+    for key, decision in part.decisions.items():
+        if decision.outcome == "inactive" and not choices[key].history:
+            reason = starved_reason(candidates, key)
+            if reason:
+                decision.report["starved"] = reason
+                for r in decision.results:
+                    r.reason = reason
+    return part
+
+
+def _fitting_warnings(verdict: dict, warnings: list[dict], max_bytes: int | None) -> list[dict]:
+    """The warnings, fewer when the verdict must stay below ``max_bytes`` (a last entry counts the left-out ones)."""
+    if max_bytes is None:
+        return warnings
+    left_out = 0
+    if warnings and warnings[-1].get("kind") == "more":
+        left_out = int(warnings.pop().get("count") or 0)
+    while True:
+        shown = warnings + ([more_warnings(left_out)] if left_out else [])
+        if not warnings or len(json.dumps({**verdict, "warnings": shown}).encode()) <= max_bytes:
+            return shown
+        warnings.pop()
+        left_out += 1
 
 
 def empty_verdict(identity: SeriesIdentity, run: RunInfo, *, enforce: bool = False) -> dict:
@@ -464,7 +640,7 @@ def run_gate(
     selections = select(record, declarations)
     if not selections:
         return empty_verdict(identity, run, enforce=bool(evaluate_kwargs.get("enforce")))
-    persist(store, identity, run, selections)
+    persist(store, identity, run, selections, warnings=record_warnings(record, declarations))
     if on_stored is not None:
         on_stored(run.run_id)
     history_limit = evaluate_kwargs.get("history_limit", DEFAULT_HISTORY_LIMIT)

@@ -32,6 +32,7 @@ from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.memory import gc_paused
 from airflow_metric_gate.schemas.messages import format_errors
 from airflow_metric_gate.schemas.records import (
+    UnnamedMetric,
     decode_plain_series_line,
     decode_series_line,
     load_rows_line,
@@ -46,6 +47,13 @@ Point = tuple[int | None, object]
 #: A point whose step was not an int >= 0: ``(step as written, value, file, line)``; for an event
 #: file or an MLflow run the position is a phrase such as ``"event record 3"``.
 InvalidStep = tuple[object, object, str, int | str]
+#: A point whose value is not a number (selection drops it): ``(step, value, file, line)``; for an
+#: event file or an MLflow run the position is a phrase, as for :data:`InvalidStep`.
+DroppedPoint = tuple[object, object, str, int | str]
+#: At most this many dropped points of one metric are kept with their file and line (all are counted).
+MAX_DROPPED_NOTES = 20
+#: At most this many reading warnings are kept (all are counted in :attr:`Record.warning_count`).
+MAX_READ_WARNINGS = 50
 
 
 class RecordError(LocatedError):
@@ -117,9 +125,22 @@ class Record:
     :param invalid_steps: metric name -> its points whose step was not an int >= 0, as
         ``(step as written, value, file, line)``; they are among the metric's points with step
         ``None``, and step selection names them in the reasons they cause.
+    :param dropped: metric name -> its points whose value is not a number (``null``, a boolean, a
+        string other than the markers), as ``(step, value, file, line)``: the first
+        :data:`MAX_DROPPED_NOTES` of each metric; selection drops them and reports them.  A point
+        a later line replaced (same metric, same step, same file) is not among them.
+    :param dropped_count: metric name -> how many such points it has in all.
+    :param warnings: what reading accepted as the reference gate does but a user should hear
+        about, each naming file and line (a line whose ``metric`` is not a string, which no
+        declaration can gate; a metric named ``""``): the first :data:`MAX_READ_WARNINGS`.
+    :param warning_count: how many warnings there were in all.
+    :param last_lines: metric name -> the points of its last line, for a metric written on
+        several lines of one file (a resumed trainer): ``steps: "last"`` gates the last point of
+        that line, as the reference gate does, even when the line restarted at a lower step.
     """
 
-    __slots__ = ("_series", "sources", "skipped", "invalid_steps")
+    __slots__ = ("_series", "sources", "skipped", "invalid_steps", "dropped", "dropped_count", "warnings",
+                 "warning_count", "last_lines")
 
     def __init__(
         self,
@@ -127,11 +148,34 @@ class Record:
         sources: list[str] | None = None,
         skipped: list[tuple[str, str]] | None = None,
         invalid_steps: dict[str, list[InvalidStep]] | None = None,
+        *,
+        dropped: dict[str, list[DroppedPoint]] | None = None,
+        dropped_count: dict[str, int] | None = None,
+        warnings: list[str] | None = None,
+        warning_count: int | None = None,
+        last_lines: dict[str, list[Point] | Columns] | None = None,
     ) -> None:
         self._series: dict[str, list[Point] | Columns] = metrics if metrics is not None else {}
         self.sources: list[str] = sources if sources is not None else []
         self.skipped: list[tuple[str, str]] = skipped if skipped is not None else []
         self.invalid_steps: dict[str, list[InvalidStep]] = invalid_steps if invalid_steps is not None else {}
+        self.dropped: dict[str, list[DroppedPoint]] = dropped if dropped is not None else {}
+        self.dropped_count: dict[str, int] = (
+            dropped_count if dropped_count is not None else {m: len(n) for m, n in self.dropped.items()}
+        )
+        self.warnings: list[str] = warnings if warnings is not None else []
+        self.warning_count: int = warning_count if warning_count is not None else len(self.warnings)
+        self.last_lines: dict[str, list[Point] | Columns] = last_lines if last_lines is not None else {}
+
+    def last_line(self, metric: str) -> list[Point] | None:
+        """The points of the metric's last line when it was written on several lines of one file, else ``None``.
+
+        :param metric: a metric of the record.
+        """
+        part = self.last_lines.get(metric)
+        if part is None:
+            return None
+        return part.points() if type(part) is Columns else part  # type: ignore[union-attr,return-value]
 
     @property
     def metrics(self) -> dict[str, list[Point]]:
@@ -421,15 +465,71 @@ def _plain_columns(raw: bytes, like: Columns | None) -> tuple[str, Columns] | No
     return metric, Columns.from_points(points, like)
 
 
+class _Notes:
+    """What reading a record notes besides its points: dropped values, warnings, last lines."""
+
+    __slots__ = ("invalid_steps", "dropped", "dropped_count", "warnings", "warning_count", "last_lines",
+                 "files_of")
+
+    def __init__(self) -> None:
+        self.invalid_steps: dict[str, list[InvalidStep]] = {}
+        self.dropped: dict[str, list[DroppedPoint]] = {}
+        self.dropped_count: dict[str, int] = {}
+        self.warnings: list[str] = []
+        self.warning_count = 0
+        self.last_lines: dict[str, list[Point] | Columns] = {}
+        self.files_of: dict[str, int] = {}  # metric -> how many files hold it
+
+    def warn(self, message: str, path: str, line: int) -> None:
+        self.warning_count += 1
+        if len(self.warnings) < MAX_READ_WARNINGS:
+            self.warnings.append(str(LocatedError(message, path=path, line=line)))
+
+
+_NUMBER_TYPES = {float, int}
+
+
+def _non_numeric(part: list[Point] | Columns) -> list[Point]:
+    """The points of one line whose value is not a number (bools are not numbers)."""
+    if type(part) is Columns:
+        return []
+    kinds = set(map(type, map(_second, part)))  # type: ignore[arg-type]
+    if kinds <= _NUMBER_TYPES:
+        return []
+    return [p for p in part if type(p[1]) not in _NUMBER_TYPES]  # type: ignore[union-attr]
+
+
+def _note_dropped(
+    notes: _Notes, metric: str, name: str, lines: list[int], parts: list[list[Point] | Columns]
+) -> None:
+    """Note the non-numeric points of one file's lines of a metric, but those a later line replaced."""
+    later_steps: set[object] = set()
+    found: list[DroppedPoint] = []
+    for lineno, part in zip(reversed(lines), reversed(parts)):
+        for step, value in reversed(_non_numeric(part)):
+            if step is None or step not in later_steps:
+                found.append((step, value, name, lineno))
+        if len(parts) > 1:
+            later_steps.update(step for step, _ in _as_points(part) if step is not None)
+    if not found:
+        return
+    found.reverse()
+    notes.dropped_count[metric] = notes.dropped_count.get(metric, 0) + len(found)
+    kept = notes.dropped.setdefault(metric, [])
+    kept.extend(found[: max(MAX_DROPPED_NOTES - len(kept), 0)])
+
+
 def _read_series(
     fh: Any,
     name: str,
     metrics: dict[str, list[Point] | Columns],
-    invalid_steps: dict[str, list[InvalidStep]],
+    notes: _Notes,
     pause_gc: Callable[[], None],
 ) -> None:
     by_metric: dict[str, list[list[Point] | Columns]] = {}
+    lines_of: dict[str, list[int]] = {}
     last_plain: Columns | None = None  # metrics logged at the same steps share their step objects
+    invalid_steps = notes.invalid_steps
     for lineno, raw in enumerate(fh, 1):
         with gc_paused():  # the line's points are tuples until they become columns
             plain = _plain_columns(raw, last_plain)
@@ -446,15 +546,28 @@ def _read_series(
                 if loaded is _BLANK:
                     continue
                 metric, part, invalid = loaded
+                if type(metric) is UnnamedMetric:
+                    notes.warn(f"{metric.describe()}: no gate can name this metric, so the line is not gated "
+                               "(the reference gate reads it the same way)", name, lineno)
+                    continue
                 if invalid:
                     invalid_steps.setdefault(metric, []).extend((step, value, name, lineno) for step, value in invalid)
+            if metric == "":
+                notes.warn('the metric is named "" (empty): only a gate whose metric_key is "" gates it', name, lineno)
         parts = by_metric.get(metric)
         if parts is None:
             by_metric[metric] = [part]
+            lines_of[metric] = [lineno]
         else:
             parts.append(part)
+            lines_of[metric].append(lineno)
     for metric, parts in by_metric.items():
+        if type(parts[-1]) is not Columns or len(parts) > 1:
+            _note_dropped(notes, metric, name, lines_of[metric], parts)
         series = parts[0] if len(parts) == 1 else _merge_parts(parts)
+        if len(parts) > 1:
+            notes.last_lines[metric] = parts[-1]
+        notes.files_of[metric] = notes.files_of.get(metric, 0) + 1
         existing = metrics.get(metric)
         metrics[metric] = series if existing is None else _concatenate(existing, series)
 
@@ -475,7 +588,7 @@ def _read_rows(
     fh: Any,
     name: str,
     metrics: dict[str, list[Point] | Columns],
-    invalid_steps: dict[str, list[InvalidStep]],
+    notes: _Notes,
     pause_gc: Callable[[], None],
 ) -> None:
     # Two lists per metric, no tuple per point: the collector is never paused for rows.
@@ -487,6 +600,11 @@ def _read_rows(
             continue
         step, values = loaded
         for metric, value in values:
+            if type(value) not in _NUMBER_TYPES:
+                notes.dropped_count[metric] = notes.dropped_count.get(metric, 0) + 1
+                kept = notes.dropped.setdefault(metric, [])
+                if len(kept) < MAX_DROPPED_NOTES:
+                    kept.append((step, value, name, lineno))
             steps = steps_of.get(metric)
             if steps is None:
                 steps_of[metric] = [step]
@@ -525,23 +643,35 @@ def _file_series(steps: list[int | None], values: list[object]) -> list[Point] |
 
 
 def add_log_points(
-    per_metric: dict[str, tuple[list, list, list]],
+    per_metric: dict[str, tuple[list, list, list, list]],
     name: str,
     metrics: dict[str, list[Point] | Columns],
     invalid_steps: dict[str, list[InvalidStep]],
+    dropped: dict[str, list[DroppedPoint]] | None = None,
+    dropped_count: dict[str, int] | None = None,
 ) -> None:
     """Add the points a log reader found in one file (or run) to the record read so far (files concatenate).
 
-    :param per_metric: metric -> ``(steps, values, invalid)`` as the readers of
+    :param per_metric: metric -> ``(steps, values, invalid, dropped)`` as the readers of
         :mod:`airflow_metric_gate.formats` return them.
-    :param name: the file (or run) read, for :attr:`Record.invalid_steps`.
+    :param name: the file (or run) read, for :attr:`Record.invalid_steps` and :attr:`Record.dropped`.
     :param metrics: the record's metrics so far, extended in place.
     :param invalid_steps: the record's invalid steps so far, extended in place.
+    :param dropped: the record's notes of points whose value is not a number, extended in place
+        (those a later point at the same step replaced are not noted); ``None``: not kept.
+    :param dropped_count: how many such points each metric has in all, counted in place.
     """
-    for metric, (steps, values, invalid) in per_metric.items():
+    for metric, (steps, values, invalid, not_numbers) in per_metric.items():
         if invalid:
             invalid_steps.setdefault(metric, []).extend((step, value, name, at) for step, value, at in invalid)
         series = _file_series(steps, values)
+        if not_numbers and dropped is not None and dropped_count is not None:
+            kept = {id(value) for _, value in _as_points(series)}
+            found = [(step, value, name, at) for step, value, at in not_numbers if id(value) in kept]
+            if found:
+                dropped_count[metric] = dropped_count.get(metric, 0) + len(found)
+                notes = dropped.setdefault(metric, [])
+                notes.extend(found[: max(MAX_DROPPED_NOTES - len(notes), 0)])
         existing = metrics.get(metric)
         metrics[metric] = series if existing is None else _concatenate(existing, series)
 
@@ -550,7 +680,7 @@ def _read_event_file(
     fh: Any,
     name: str,
     metrics: dict[str, list[Point] | Columns],
-    invalid_steps: dict[str, list[InvalidStep]],
+    notes: _Notes,
     pause_gc: Callable[[], None],
 ) -> None:
     from airflow_metric_gate.formats.tensorboard import EventFileError, read_event_file, require_libraries
@@ -564,14 +694,14 @@ def _read_event_file(
         per_metric = read_event_file(fh)
     except EventFileError as err:
         raise RecordError(str(err), path=name) from None
-    add_log_points(per_metric, name, metrics, invalid_steps)
+    add_log_points(per_metric, name, metrics, notes.invalid_steps)
 
 
 def _read_csv(
     fh: Any,
     name: str,
     metrics: dict[str, list[Point] | Columns],
-    invalid_steps: dict[str, list[InvalidStep]],
+    notes: _Notes,
     pause_gc: Callable[[], None],
 ) -> None:
     from airflow_metric_gate.formats.csv_log import CsvLogError, read_csv_log
@@ -580,7 +710,7 @@ def _read_csv(
         per_metric = read_csv_log(fh)
     except CsvLogError as err:
         raise RecordError(str(err), path=name, line=err.line) from None
-    add_log_points(per_metric, name, metrics, invalid_steps)
+    add_log_points(per_metric, name, metrics, notes.invalid_steps, notes.dropped, notes.dropped_count)
 
 
 def _missing_extra(extra: str, err: ImportError) -> str:
@@ -661,19 +791,23 @@ def read_record(location: Any, *, format: str = "series") -> Record:
     path = _as_path(location)
     files, is_directory, skipped = _data_files(path, format)
     metrics: dict[str, list[Point] | Columns] = {}
-    invalid_steps: dict[str, list[InvalidStep]] = {}
+    notes = _Notes()
     sources: list[str] = []
     with gc_paused(lazily=True) as pause_gc:
         for file in files:
             name = str(file)
             try:
                 with _open_binary(file) as fh:
-                    read_lines(fh, name, metrics, invalid_steps, pause_gc)
+                    read_lines(fh, name, metrics, notes, pause_gc)
             except OSError as err:
                 raise RecordError(f"cannot read: {err.strerror or err}", path=name) from err
             sources.append(name)
     if is_directory:
         for series in metrics.values():
             _sort_by_step(series)
-    return Record(metrics, sources, skipped, invalid_steps)
+    # a metric of several files is one concatenated series: "last" is its highest step there
+    last_lines = {m: part for m, part in notes.last_lines.items() if notes.files_of.get(m, 0) == 1}
+    return Record(metrics, sources, skipped, notes.invalid_steps, dropped=notes.dropped,
+                  dropped_count=notes.dropped_count, warnings=notes.warnings, warning_count=notes.warning_count,
+                  last_lines=last_lines)
 

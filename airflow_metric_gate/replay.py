@@ -29,12 +29,14 @@ from itertools import chain, islice
 from typing import Any
 
 from airflow_metric_gate.api import load_declarations
+from airflow_metric_gate.decision import policy_of
 from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
 from airflow_metric_gate.enums import ERROR, STATUSES, RunStatus
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.judging import judge_run
 from airflow_metric_gate.pipeline import check_evaluate_options
 from airflow_metric_gate.printable import printable_copy
+from airflow_metric_gate.replay_calibrated import replay_calibrated
 from airflow_metric_gate.rules import declaration_summary, rule_options
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, opened_store
 
@@ -72,6 +74,7 @@ def replay(
     min_history: int = DEFAULT_MIN_HISTORY,
     aggregate: str = "mean",
     trust: str = "replayed",
+    policy: str | None = None,
 ) -> dict:
     """Re-judge every stored night of a series identity in logical-date order; write nothing.
 
@@ -98,6 +101,10 @@ def replay(
     :param min_history: fewer baseline values make a coordinate INACTIVE.
     :param aggregate: ``mean`` or ``median``.
     :param trust: ``replayed`` or ``stored``: which trust decides that a night feeds later baselines.
+    :param policy: ``reference`` or ``calibrated`` for the declarations that set no policy (given or
+        stored); ``None``: as they are.  A night with a calibrated declaration is judged by the very
+        functions evaluate uses (:func:`~airflow_metric_gate.decision.calibrated.choose_history`,
+        :func:`~airflow_metric_gate.judging.judge_calibrated`), nights and values held in memory.
     :return: the report: ``settings``, ``nights`` (stored and replayed status of each night; the
         replayed status is ``None`` when none of the given declarations can be replayed),
         ``declarations`` (per declaration, the nights that would fail and their FAIL/ERROR
@@ -111,10 +118,24 @@ def replay(
         while replay read it (its two reads disagree; nothing is reported): run it again.
     """
     if declarations is not None:
-        declarations = load_declarations(declarations)
+        declarations = load_declarations(declarations, policy=policy)
     with opened_store(store, read_only=True) as opened:
+        if _any_calibrated(opened, series, backend, suite, declarations, policy):
+            return replay_calibrated(opened, series, backend, suite, declarations=declarations,
+                                     history_limit=history_limit, min_history=min_history, aggregate=aggregate,
+                                     trust=trust, policy=policy)
         return _replay(opened, series, backend, suite, declarations=declarations, history_limit=history_limit,
                        min_history=min_history, aggregate=aggregate, trust=trust)
+
+
+def _any_calibrated(store: MetricStore, series: str, backend: str, suite: str,
+                    declarations: Sequence[GateDeclaration] | None, policy: str | None) -> bool:
+    if declarations is not None:
+        return any(d.policy == "calibrated" for d in declarations)
+    if policy == "calibrated":
+        return True
+    return any(policy_of(d) == "calibrated" for run in store.list_runs(series=series, backend=backend, suite=suite,
+                                                                        limit=100_000) for d in run.declarations)
 
 
 def _replay(

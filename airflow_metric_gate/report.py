@@ -21,8 +21,10 @@ __all__ = [
     "render_report",
     "render_table",
     "show_command",
+    "notice_lines",
     "summary_entry_line",
     "summary_line",
+    "warning_lines",
 ]
 
 #: The rendered table shows at most this many results per declaration, worst first.
@@ -95,9 +97,10 @@ def summary_entry_line(entry: Mapping) -> str:
     worst = entry["worst"]
     warn = "WARNING " if entry.get("severity") == "warn" else ""
     night = entry.get("night")  # the whole night's FAIL (opt-in night_mean_k): one result, not a step
-    if worst is None and night is None:
+    calibrated = entry.get("calibrated_night")  # the calibrated policy's failing night: one result, not a step
+    if worst is None and night is None and calibrated is None:
         return printable(f"{warn}ERROR {name}: {entry['error']}")
-    whole = 1 if night is not None else 0
+    whole = 1 if night is not None or calibrated is not None else 0
     steps = counts[PASS] + counts[FAIL] + counts[INACTIVE] - whole
     parts = [f"{counts[FAIL] - whole} of {steps} {'step' if steps == 1 else 'steps'} FAIL"]
     first, last = entry["first_failing_step"], entry["last_failing_step"]
@@ -116,9 +119,53 @@ def summary_entry_line(entry: Mapping) -> str:
             f"whole night {night['side']} its band: robust z of {night['steps']} steps, summed / sqrt(n), "
             f"{_num(night['statistic'])} vs -+{_num(night['night_mean_k'])} (night_mean_k)"
         )
+    if calibrated is not None:
+        parts.append(calibrated["reason"])
     if counts[ERROR]:
         parts.append(f"{counts[ERROR]} ERROR: {entry['error']}")
     return printable(f"{warn or 'REGRESSED '}{name}: " + ", ".join(parts))
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f} %"
+
+
+def notice_lines(verdict: Mapping) -> tuple[str, ...]:
+    """The lines that tell on-call what the calibrated policy found beyond FAILs, and starved baselines.
+
+    ``LEVEL SHIFT``, ``DRIFT``, ``IMPROVED``, ``BLOW-UP`` and ``STARVED`` lines, one per entry of the
+    verdict's sections (:func:`~airflow_metric_gate.verdict.calibrated_sections`), each saying what to
+    do; shown after the summary lines wherever a verdict is rendered.
+
+    :param verdict: a verdict.
+    """
+    where = (f"--series {shlex.quote(str(verdict.get('series')))} --backend {shlex.quote(str(verdict.get('backend')))} "
+             f"--suite {shlex.quote(str(verdict.get('suite')))}")
+    lines = []
+    for shift in verdict.get("level_shifts", ()) or ():
+        name = f"{shift['metric_key']} (steps {shift['steps_key']})"
+        if shift.get("adopted"):
+            lines.append(f"LEVEL SHIFT {name} since {shift['since']} adopted as the baseline after {shift['nights']} "
+                         "night(s) without accept")
+            continue
+        state = (f"night {shift['nights']}, reported on its first night, not paging again"
+                 if shift.get("continues") else "new tonight")
+        lines.append(f"LEVEL SHIFT {name} since {shift['since']}: {_pct(shift['change'])} ({state}; adopted after "
+                     f"{shift['adopt_after']} nights). If the new level is right: metric-gate accept {where} --since "
+                     f"{shlex.quote(shift['since_run_id'])} --reason '...'")
+    for drift in verdict.get("drifts", ()) or ():
+        lines.append(f"DRIFT {drift['metric_key']} (steps {drift['steps_key']}) since {drift['start']}: "
+                     f"{drift['slope'] * 100:+.2f} % a night, {_pct(drift['cumulative'])} in all"
+                     + (" (continues)" if drift.get("continues") else ""))
+    for better in verdict.get("improvements", ()) or ():
+        lines.append(f"IMPROVED {better['metric_key']} (steps {better['steps_key']}): {_pct(better['level'])} "
+                     "beyond its band on the good side; not a regression")
+    for blown in verdict.get("blowups", ()) or ():
+        lines.append(f"BLOW-UP {blown['metric_key']} (steps {blown['steps_key']}): {blown['count']} step(s) 5x or "
+                     "more away from their baseline")
+    for starved in verdict.get("starved", ()) or ():
+        lines.append(f"STARVED {starved['metric_key']} (steps {starved['steps_key']}): {starved['reason']}")
+    return tuple(printable(line) for line in lines)
 
 
 def _result_distance(result: Mapping) -> float:
@@ -229,15 +276,18 @@ class Report:
     :param grep_line: the greppable line (:func:`summary_line`).
     :param table: the capped table (:func:`render_table`), several lines.
     :param where: where the full verdict is.
+    :param warnings: one line per warning of the verdict (points dropped from the record, lines
+        no gate can read), each naming file and line.
     """
 
     summary: tuple[str, ...]
     grep_line: str
     table: str
     where: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
     def __str__(self) -> str:
-        return "\n".join([*self.summary, self.grep_line, self.table, *self.where])
+        return "\n".join([*self.summary, *self.warnings, self.grep_line, self.table, *self.where])
 
 
 def render_report(
@@ -254,11 +304,21 @@ def render_report(
     :param where: lines saying where the full verdict is.
     """
     return Report(
-        summary=tuple(printable(summary_entry_line(entry)) for entry in verdict.get("summary", ())),
+        summary=tuple(printable(summary_entry_line(entry)) for entry in verdict.get("summary", ()))
+        + notice_lines(verdict),
         grep_line=summary_line(verdict),
         table=render_table(verdict, table_rows=table_rows, fails=fails),
         where=tuple(where),
+        warnings=warning_lines(verdict),
     )
+
+
+def warning_lines(verdict: Mapping) -> tuple[str, ...]:
+    """One ``warning: ...`` line per entry of the verdict's ``warnings`` (control characters escaped).
+
+    :param verdict: a verdict.
+    """
+    return tuple(printable(f"warning: {w.get('message', '')}") for w in verdict.get("warnings", ()) or ())
 
 
 def show_command(verdict: Mapping) -> str:

@@ -41,7 +41,7 @@ __all__ = ["RULE_OPTIONS", "SUMMARY_FIELDS", "applies_persistence", "declaration
 #: (:func:`rule_options`), and two declarations of one coordinate must agree on every one
 #: (:func:`~airflow_metric_gate.declarations.collapse_duplicates`).
 RULE_OPTIONS: dict[str, Any] = {"min_failing_steps": 1, "band": "rel", "mad_k": None, "night_mean_k": None,
-                                "severity": "fail"}
+                                "severity": "fail", "policy": None, "direction": None}
 
 #: The other fields of a declaration as it is stored with a run (:func:`declaration_summary`).
 SUMMARY_FIELDS: tuple[str, ...] = ("metric_key", "steps_key", "constraint_key", "constraint", "enforce",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 
 from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
@@ -139,7 +139,9 @@ def _select_all(numeric: list[tuple[int | None, float]]) -> tuple[_Columns, str 
     return (steps, values, steps), None
 
 
-def _select_listed(numeric: list[tuple[int | None, float]], wanted: Sequence[int]) -> tuple[_Columns, str | None]:
+def _select_listed(
+    numeric: list[tuple[int | None, float]], wanted: Sequence[int], dropped: Mapping[int, str] | None = None
+) -> tuple[_Columns, str | None]:
     by_step: dict[int, float] = {}
     for step, value in numeric:
         if step is None:
@@ -149,7 +151,12 @@ def _select_listed(numeric: list[tuple[int | None, float]], wanted: Sequence[int
         by_step[step] = value
     missing = [k for k in wanted if k not in by_step]
     if missing:
-        return _NONE, f"listed step(s) {', '.join(map(str, missing))} missing from the record"
+        dropped = dropped or {}
+        absent = [k for k in missing if k not in dropped]
+        said = [f"listed step {k}: {dropped[k]}" for k in missing if k in dropped]
+        if absent:
+            said.append(f"listed step(s) {', '.join(map(str, absent))} missing from the record")
+        return _NONE, "; ".join(said)
     steps = list(wanted)
     values = [by_step[k] for k in steps]
     for k, value in zip(steps, values):
@@ -201,6 +208,60 @@ def _select_columns(declaration: GateDeclaration, columns: Columns) -> Selection
     return Selection(declaration, steps=wanted, values=listed, at_steps=wanted)
 
 
+def _json_text(value: object) -> str:
+    """A record value as it was written (JSON), for messages."""
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _place(path: str, line: int | str) -> str:
+    return f"{path} line {line}" if isinstance(line, int) else f"{path} {line}"  # a log's own phrase
+
+
+def _dropped_at(record: Record, metric: str, wanted: Sequence[int]) -> dict[int, str]:
+    """Say, for each listed step whose only points have a value that is not a number, why it has no value."""
+    listed = set(wanted)
+    values: dict[int, object] = {}
+    for step, value in record[metric]:
+        if step in listed and not is_numeric(value):
+            values[step] = value
+    if not values:
+        return {}
+    where = {n[0]: (n[2], n[3]) for n in getattr(record, "dropped", {}).get(metric, ()) if n[0] in values}
+    said = {}
+    for step, value in values.items():
+        place = f" ({_place(*where[step])})" if step in where else ""
+        said[step] = f"its value {_json_text(value)}{place} is not a number, so the point was dropped"
+    return said
+
+
+def _not_a_number(record: Record, metric: str, steps: object) -> str | None:
+    """Under the calibrated policy a value that is not a number is an ERROR, never a dropped point.
+
+    ``"all"``: any such point; ``"last"``: when the last point is one; a steps list: when a listed
+    step's point is one (the listed-step error of :func:`_select_listed` says so already).
+    """
+    notes = getattr(record, "dropped", {}).get(metric, ())
+    count = getattr(record, "dropped_count", {}).get(metric, len(notes))
+    if steps == "last":
+        points = record.last_line(metric) if hasattr(record, "last_line") and record.last_line(metric) else None
+        points = points if points is not None else record[metric]
+        if not points or is_numeric(points[-1][1]):
+            return None
+        step, value = points[-1][0], points[-1][1]
+        where = next((f" ({_place(n[2], n[3])})" for n in notes if n[0] == step and n[1] is value), "")
+        return (f"metric {metric!r}: the last point, step {_fmt_step(step)}, has the value {_json_text(value)}"
+                f"{where}, which is not a number (policy calibrated: an ERROR, not a dropped point)")
+    if steps != "all" or not notes:
+        return None
+    step, value, path, line = notes[0]
+    more = f"; {count - 1} more such point(s)" if count > 1 else ""
+    return (f"metric {metric!r}: step {_fmt_step(step)} has the value {_json_text(value)} ({_place(path, line)}), "
+            f"which is not a number (policy calibrated: an ERROR, not a dropped point){more}")
+
+
 def select_declaration(record: Record, declaration: GateDeclaration) -> Selection:
     """Select the values one declaration asks for.
 
@@ -211,21 +272,30 @@ def select_declaration(record: Record, declaration: GateDeclaration) -> Selectio
     metric = declaration.metric_key
     if metric not in record:
         return Selection(declaration, error=f"metric {metric!r} is absent from the record")
-    columns = record.columns(metric)
-    if columns is not None:
-        selection = _select_columns(declaration, columns)
-        if selection is not None:
-            return selection
-    numeric = _numeric_points(record[metric])
+    steps = declaration.steps
+    if declaration.policy == "calibrated" and getattr(record, "dropped_count", {}).get(metric):
+        error = _not_a_number(record, metric, steps)
+        if error:
+            return Selection(declaration, error=error)
+    last_line = record.last_line(metric) if steps == "last" and hasattr(record, "last_line") else None
+    if last_line is not None:  # a metric on several lines: "last" is the last point of the last line (SPEC 11)
+        numeric = _numeric_points(last_line)
+    else:
+        columns = record.columns(metric)
+        if columns is not None:
+            selection = _select_columns(declaration, columns)
+            if selection is not None:
+                return selection
+        numeric = _numeric_points(record[metric])
     if not numeric:
         return Selection(declaration, error=f"metric {metric!r} has no numeric point")
-    steps = declaration.steps
     if steps == "last":
         columns, error = _select_last(numeric)
     elif steps == "all":
         columns, error = _select_all(numeric)
     else:
-        columns, error = _select_listed(numeric, steps)
+        dropped = _dropped_at(record, metric, steps) if getattr(record, "dropped_count", {}).get(metric) else None
+        columns, error = _select_listed(numeric, steps, dropped)
     if error:
         notes = getattr(record, "invalid_steps", {}).get(metric)
         if notes and (error == _NO_STEP_UNDER_ALL or (isinstance(steps, tuple) and error.startswith("listed"))):
@@ -247,3 +317,64 @@ def select_steps(record: Record, declarations: Iterable[GateDeclaration]) -> lis
     unique, _warnings = collapse_duplicates(declarations)
     with gc_paused():  # selection builds one small tuple per value, none of them cyclic
         return [select_declaration(record, declaration) for declaration in unique]
+
+
+#: At most this many warnings go into a verdict (the rest are counted in the last one).
+MAX_WARNINGS = 50
+
+
+def more_warnings(count: int) -> dict:
+    """The last warning entry, counting those left out.
+
+    :param count: how many were left out.
+    """
+    return {"kind": "more", "count": count, "message": f"{count} more warning(s) not listed"}
+
+
+def dropped_warnings(record: Record, declarations: Iterable[GateDeclaration]) -> list[dict]:
+    """Return the warnings of a night: the points its declarations' metrics lost, and what reading noted.
+
+    Under the reference decision a point whose value is not a number (``null``, a boolean, a
+    string other than the markers) is dropped by selection, and the statuses stay what the
+    reference decides; every such point is reported here instead of vanishing: its metric, step,
+    value as written, file and line.  Then the warnings of reading (:attr:`Record.warnings`).
+    At most :data:`MAX_WARNINGS` entries; a last entry counts the rest.
+
+    Each entry: ``{"kind": "dropped_value", "metric_key", "step", "value", "file", "line",
+    "message"}``, ``{"kind": "record", "message"}``, or last ``{"kind": "more", "count", "message"}``.
+
+    :param record: the record read.
+    :param declarations: the night's declarations.
+    """
+    warnings: list[dict] = []
+    more = 0
+    seen: set[str] = set()
+    dropped = getattr(record, "dropped", {})
+    counts = getattr(record, "dropped_count", {})
+    for declaration in declarations:
+        metric = declaration.metric_key
+        if metric in seen or metric not in dropped:
+            continue
+        seen.add(metric)
+        notes = dropped[metric]
+        for step, value, path, line in notes:
+            if len(warnings) >= MAX_WARNINGS:
+                more += 1
+                continue
+            text = _json_text(value)
+            warnings.append({
+                "kind": "dropped_value", "metric_key": metric, "step": step if type(step) is int else None,
+                "value": text, "file": path, "line": line,
+                "message": (f"metric {metric!r} step {_fmt_step(step)}: value {text} ({_place(path, line)}) is not a "
+                            "number; the point was dropped"),
+            })
+        more += counts.get(metric, len(notes)) - len(notes)
+    for message in getattr(record, "warnings", ()):
+        if len(warnings) >= MAX_WARNINGS:
+            more += 1
+            continue
+        warnings.append({"kind": "record", "message": message})
+    more += getattr(record, "warning_count", 0) - len(getattr(record, "warnings", ()))
+    if more > 0:
+        warnings.append(more_warnings(more))
+    return warnings

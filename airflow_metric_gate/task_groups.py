@@ -128,6 +128,7 @@ def metric_gate(
     deferrable: bool = True,
     poke_interval: float = DEFAULT_POKE_INTERVAL,
     timeout: float = DEFAULT_SENSOR_TIMEOUT,
+    policy: str | None = None,
 ) -> None:
     """Gate one series identity's night: wait for its record, ingest, select, persist, evaluate.
 
@@ -138,7 +139,8 @@ def metric_gate(
 
     Templated, and free to differ per series under ``expand()``/``expand_kwargs()`` (a dict that
     leaves one out gets its default): ``series``, ``path``, ``backend``, ``suite``, ``gates_file``,
-    ``role``, ``night``, ``conn_id``, ``storage_conn_id``, ``marker``, ``format``.  The same for every series
+    ``role``, ``night``, ``conn_id``, ``storage_conn_id``, ``marker``, ``format``, ``policy``.  The same for
+    every series
     (give them to ``partial()``): ``gates``, ``enforce``, ``deferrable``, ``poke_interval``,
     ``timeout``.
 
@@ -163,6 +165,8 @@ def metric_gate(
     :param deferrable: wait for the record in the triggerer instead of a worker slot.
     :param poke_interval: seconds between two looks for the record.
     :param timeout: seconds to wait for the record before ``wait_for_record`` fails.
+    :param policy: ``reference`` or ``calibrated`` (recommended) for the declarations that set no
+        policy of their own, nor their gates file; ``None``: ``reference``.
     """
     a = {name: _argument(name, value) for name, value in locals().items()}
     sensor = TrainingOutputSensor(
@@ -184,6 +188,7 @@ def metric_gate(
         gates_file=a["gates_file"],
         gates=a["gates"],
         storage_conn_id=a["storage_conn_id"],
+        policy=a["policy"],
     )
     persist = PersistValuesOperator(
         task_id="persist_values",

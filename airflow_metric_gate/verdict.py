@@ -19,6 +19,8 @@ DEFAULT_MAX_RESULTS = 200
 XCOM_MAX_BYTES = 60_000
 #: A FAIL's distance divides by ``max(|ref|, DISTANCE_TINY)``, so a zero baseline still gives a number.
 DISTANCE_TINY = 1e-12
+#: The ``bound`` of the calibrated policy's declaration-level FAIL results (no step).
+CALIBRATED_NIGHT_BOUNDS = frozenset({"night", "drift", "blowup"})
 
 #: A declaration: ``(metric_key, steps_key, constraint_key)``.
 DeclarationKey = tuple[str, str, str]
@@ -50,7 +52,7 @@ class _Declaration:
     """What one declaration's results add up to, gathered in one pass."""
 
     __slots__ = ("key", "counts", "first", "last", "above", "below", "worst", "worst_distance", "error", "failing",
-                 "night")
+                 "night", "calibrated")
 
     def __init__(self, key: DeclarationKey) -> None:
         self.key = key
@@ -62,6 +64,7 @@ class _Declaration:
         self.worst_distance = 0.0
         self.error: str | None = None
         self.night: dict | None = None  # the whole-night FAIL (opt-in night_mean_k), if any
+        self.calibrated: dict | None = None  # the calibrated policy's failing night, if any
 
     def entry(self, counts: Mapping[str, int]) -> dict:
         worst = self.worst
@@ -79,6 +82,8 @@ class _Declaration:
         }
         if self.night is not None:  # only a declaration whose whole night failed has it
             out["night"] = self.night
+        if self.calibrated is not None:
+            out["calibrated_night"] = self.calibrated
         return out
 
 
@@ -110,7 +115,18 @@ def summarize(
         status = r.status
         if counting:
             d.counts[status] += 1
-        if status == FAIL and r.bound == NIGHT_BOUND:  # a whole night's FAIL: no step, never the worst step
+        if status == FAIL and r.step is None and r.bound in CALIBRATED_NIGHT_BOUNDS:  # the calibrated night
+            z, q = r.current, r.hi
+            distance = biggest if z is None or not q else min((abs(z) - q) / max(abs(q), tiny), biggest)
+            distances[i] = max(distance, 0.0)
+            d.calibrated = {"bound": r.bound, "side": r.side, "z": z, "threshold": q, "distance": distances[i],
+                            "reason": r.reason}
+            if r.side == "above":
+                d.above = True
+            elif r.side == "below":
+                d.below = True
+            d.failing = True
+        elif status == FAIL and r.bound == NIGHT_BOUND:  # a whole night's FAIL: no step, never the worst step
             distance = min((abs(r.current) - r.hi) / max(r.hi, tiny), biggest)  # type: ignore[arg-type,operator]
             distances[i] = distance
             d.night = {"statistic": r.current, "night_mean_k": r.hi, "steps": r.n, "side": r.side,
@@ -149,7 +165,7 @@ def summarize(
     found = {} if declaration_counts is None else declaration_counts
     entries = [d.entry(d.counts if counting else found.get(d.key, {})) for d in gathered.values() if d.failing]
     # worst first: by the worst step's distance, then the declarations whose whole night alone failed, then ERRORs
-    entries.sort(key=lambda e: (0 if e["worst"] is not None else 1 if "night" in e else 2,
+    entries.sort(key=lambda e: (0 if e["worst"] is not None else 1 if "night" in e or "calibrated_night" in e else 2,
                                 -e["worst"]["distance"] if e["worst"] is not None else 0.0))
     return entries, distances
 
@@ -178,6 +194,7 @@ def build_verdict(
     counts: dict[str, int] | None = None,
     declaration_counts: Mapping[DeclarationKey, Mapping[str, int]] | None = None,
     warn_declarations: Collection[DeclarationKey] = (),
+    sections: Mapping[str, object] | None = None,
 ) -> dict:
     """Assemble the versioned verdict.
 
@@ -203,6 +220,7 @@ def build_verdict(
         ``(metric_key, steps_key, constraint_key)``, for the ``summary``; by default counted from ``results``.
     :param warn_declarations: the declarations of ``severity: warn``: their summary entries and
         results say ``"severity": "warn"`` (reported as warnings, never blocking).
+    :param sections: further top-level fields (:func:`calibrated_sections`), added after ``truncated``.
     """
     if counts is None:
         counts = {status: 0 for status in STATUSES}
@@ -241,6 +259,8 @@ def build_verdict(
         "results": [{**results[i].to_dict(), **extras.get(i, {})} for i in kept],
         "truncated": len(chosen) - len(kept),
     }
+    if sections:
+        verdict.update(sections)
     if max_bytes is not None and _encoded_size(verdict) > max_bytes:
         full = verdict["results"]
         lo, hi = 0, len(full)
@@ -254,3 +274,54 @@ def build_verdict(
         verdict["results"] = full[:lo]
         verdict["truncated"] = len(chosen) - lo
     return verdict
+
+
+def _key_fields(key: DeclarationKey) -> dict:
+    return {"metric_key": key[0], "steps_key": key[1], "constraint_key": key[2]}
+
+
+def calibrated_sections(gates: Mapping[DeclarationKey, Mapping], decisions: Mapping[DeclarationKey, object],
+                        starved: Mapping[DeclarationKey, str]) -> dict:
+    """Return the verdict's sections beyond SPEC 10, each only when it has something to say.
+
+    ``policy`` (``calibrated`` or ``mixed``, absent for ``reference``); ``declarations`` (each
+    calibrated declaration's night: outcome, statistic, band, direction, trusted); ``level_shifts``,
+    ``drifts``, ``improvements`` and ``blowups``; ``starved`` (declarations without trusted history
+    because earlier nights were untrusted, under every policy).
+
+    :param gates: the run's declarations, by their keys.
+    :param decisions: the calibrated declarations' decisions
+        (:class:`~airflow_metric_gate.decision.calibrated.Decision`), by their keys.
+    :param starved: why each declaration without trusted history has none (under every policy).
+    """
+    out: dict = {}
+    if decisions:
+        out["policy"] = "calibrated" if len(decisions) == len(gates) else "mixed"
+        nights, shifts, drifts, better, blown = [], [], [], [], []
+        for key, decision in decisions.items():
+            report = decision.report  # type: ignore[attr-defined]
+            outcome = decision.outcome  # type: ignore[attr-defined]
+            entry = {**_key_fields(key), "outcome": outcome, "trusted": outcome in ("pass", "inactive")}
+            for name in ("direction", "nights", "z", "threshold", "level", "side", "steps_judged", "driven_count",
+                         "false_alarm", "starved", "missing_count"):
+                if name in report:
+                    entry[name] = report[name]
+            nights.append(entry)
+            if "shift" in report:
+                shifts.append({**_key_fields(key), **report["shift"]})
+            if "adopted_shift" in report:
+                shifts.append({**_key_fields(key), **report["adopted_shift"], "adopted": True})
+            if "drift" in report:
+                drifts.append({**_key_fields(key), **report["drift"]})
+            if "improvement" in report:
+                better.append({**_key_fields(key), **report["improvement"]})
+            if "blowup" in report:
+                blown.append({**_key_fields(key), **report["blowup"]})
+        out["declarations"] = nights
+        for name, items in (("level_shifts", shifts), ("drifts", drifts), ("improvements", better),
+                            ("blowups", blown)):
+            if items:
+                out[name] = items
+    if starved:
+        out["starved"] = [{**_key_fields(key), "reason": reason} for key, reason in starved.items()]
+    return out

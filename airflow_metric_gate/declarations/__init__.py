@@ -20,11 +20,13 @@ a defaults entry therefore re-keys its coordinates and their baseline starts col
 The package holds one job per module: :mod:`.model` (the declaration, the defaults table and its
 merging), :mod:`.resolution` (turning what was written into checked declarations, and the one
 duplicate check), :mod:`.files` (YAML and JSON gates files, read with a bounded loader) and
-:mod:`.ci_gates` (the ``register_ci_gate(...)`` reader).  Import from the package.
+:mod:`.ci_gates` (the ``register_ci_gate(...)`` reader) and :mod:`.checking` (checks before a
+night: when a DAG is parsed, ``metric-gate check``).  Import from the package.
 """
 
 from __future__ import annotations
 
+from airflow_metric_gate.declarations.checking import check_declarations, check_gates_file
 from airflow_metric_gate.declarations.ci_gates import CI_GATE_CALL, parse_ci_gates
 from airflow_metric_gate.declarations.files import load_gates_file
 from airflow_metric_gate.declarations.model import (
@@ -34,7 +36,7 @@ from airflow_metric_gate.declarations.model import (
     canonical_key,
     merge_defaults,
 )
-from airflow_metric_gate.declarations.resolution import collapse_duplicates, declare, resolve_declarations
+from airflow_metric_gate.declarations.resolution import collapse_duplicates, declare, resolve_declarations, with_policy
 from airflow_metric_gate.schemas.declarations import CONSTRAINT_KEYS, DOWN_KEYS, UP_KEYS
 
 __all__ = [
@@ -46,10 +48,13 @@ __all__ = [
     "DeclarationError",
     "GateDeclaration",
     "canonical_key",
+    "check_declarations",
+    "check_gates_file",
     "collapse_duplicates",
     "declare",
     "load_gates_file",
     "merge_defaults",
     "parse_ci_gates",
     "resolve_declarations",
+    "with_policy",
 ]

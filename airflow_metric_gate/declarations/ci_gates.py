@@ -116,7 +116,7 @@ def parse_ci_gates(path: Any, *, defaults: Mapping[str, Any] | None = None) -> l
     :raises DeclarationError: naming the file, the line and the argument.
     """
     name = str(path)
-    text = read_text(path, name)
+    text = read_text(path, name, python=True)
     try:
         tree = ast.parse(text, filename=name)
     except SyntaxError as err:

@@ -211,4 +211,4 @@ def load_gates_file(path: Any, *, defaults: Mapping[str, Any] | None = None) -> 
         field_name = first_field(err.messages)
         raise DeclarationError(format_errors(err.messages), path=name, field=field_name) from None
     table = merge_defaults(defaults, loaded["defaults"], where=name)
-    return resolve_items(loaded["gates"], table, path=name, lines=lines)
+    return resolve_items(loaded["gates"], table, path=name, lines=lines, policy=loaded["policy"])

@@ -95,6 +95,11 @@ class GateDeclaration:
         :func:`~airflow_metric_gate.evaluation.judge_night`); ``None`` (the default): off.
     :param severity: ``"fail"`` (the default) or ``"warn"``: a warn declaration's FAIL results are
         reported as warnings and never block; they still make the run untrusted.
+    :param policy: ``"reference"`` or ``"calibrated"`` (see :mod:`airflow_metric_gate.decision`);
+        ``None``: not set here (the gates file's, or the caller's, policy applies; else ``reference``).
+    :param direction: the side on which a change is a regression under the calibrated policy:
+        ``"up"``, ``"down"`` or ``"both"``; ``None``: the metric's default
+        (:data:`~airflow_metric_gate.decision.DEFAULT_DIRECTIONS`, else ``both``).
     """
 
     metric_key: str
@@ -110,6 +115,8 @@ class GateDeclaration:
     mad_k: float | None = None
     night_mean_k: float | None = None
     severity: str = "fail"
+    policy: str | None = None
+    direction: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.steps, str):

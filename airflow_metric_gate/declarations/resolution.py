@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from marshmallow import ValidationError
@@ -15,10 +16,10 @@ from airflow_metric_gate.limits import (
     key_problem,
 )
 from airflow_metric_gate.rules import RULE_OPTIONS
-from airflow_metric_gate.schemas.declarations import DEFAULT_MAD_K, DeclarationSchema
+from airflow_metric_gate.schemas.declarations import DEFAULT_MAD_K, POLICY_NAMES, DeclarationSchema
 from airflow_metric_gate.schemas.messages import first_field, format_errors
 
-__all__ = ["collapse_duplicates", "declare", "resolve_declarations", "resolve_items"]
+__all__ = ["collapse_duplicates", "declare", "resolve_declarations", "resolve_items", "with_policy"]
 
 
 def _label(index: int | None, item: Any) -> str:
@@ -101,6 +102,8 @@ def declare(
     mad_k: float | None = None,
     night_mean_k: float | None = None,
     severity: str = "fail",
+    policy: str | None = None,
+    direction: str | None = None,
 ) -> GateDeclaration:
     """Declare one gate in Python.
 
@@ -119,12 +122,15 @@ def declare(
     :param mad_k: the ``mad`` band's half-width in MADs (only with ``band="mad"``).
     :param night_mean_k: opt-in whole-night rule's threshold (see :class:`GateDeclaration`).
     :param severity: ``"fail"`` or ``"warn"`` (see :class:`GateDeclaration`).
+    :param policy: ``"reference"`` or ``"calibrated"``; ``None``: the caller's policy applies.
+    :param direction: the side on which a change is a regression (``"up"``, ``"down"``, ``"both"``);
+        ``None``: the metric's default.
     :raises DeclarationError: the declaration is invalid.
     """
     item: dict[str, Any] = {"metric_key": metric_key}
     item.update(enforce=enforce, allowlist_reason=allowlist_reason)
     given = {"min_failing_steps": min_failing_steps, "band": band, "mad_k": mad_k, "night_mean_k": night_mean_k,
-             "severity": severity}
+             "severity": severity, "policy": policy, "direction": direction}
     item.update({name: value for name, value in given.items() if value != RULE_OPTIONS[name]})  # as written
     if steps is not _OMITTED:
         item["steps"] = steps
@@ -140,6 +146,7 @@ def resolve_items(
     *,
     path: str | None,
     lines: list[int] | None = None,
+    policy: str | None = None,
 ) -> list[GateDeclaration]:
     """Resolve declaration items read from one source against a merged defaults table.
 
@@ -149,6 +156,7 @@ def resolve_items(
     :param table: the merged defaults table (:func:`merge_defaults`).
     :param path: the source, for messages.
     :param lines: the 1-based line of each item, when known.
+    :param policy: the source's policy (a gates file's top-level ``policy``), for the items that set none.
     :raises DeclarationError: naming the first invalid item (1-based), its line and field.
     """
     schema = DeclarationSchema(defaults=table)
@@ -160,7 +168,25 @@ def resolve_items(
         else:
             declaration = _build(item, schema, index=index, path=path, line=line)
         resolved.append(declaration)
-    return resolved
+    return with_policy(resolved, policy)
+
+
+def with_policy(declarations: Iterable[GateDeclaration], policy: str | None) -> list[GateDeclaration]:
+    """Return the declarations with ``policy`` given to those that set none of their own.
+
+    A declaration's own ``policy`` wins over its gates file's, which wins over the caller's
+    (``--policy``, an operator's ``policy``); what is still unset is ``reference``.
+
+    :param declarations: resolved declarations.
+    :param policy: ``reference``, ``calibrated``, or ``None`` (leave them as they are).
+    :raises DeclarationError: ``policy`` is not a policy.
+    """
+    if policy is None:
+        return list(declarations)
+    if policy not in POLICY_NAMES:
+        raise DeclarationError(f"policy must be one of {', '.join(repr(p) for p in POLICY_NAMES)}, got {policy!r}",
+                               field="policy")
+    return [d if d.policy is not None else replace(d, policy=policy) for d in declarations]
 
 
 def _place(declaration: GateDeclaration) -> str:
@@ -173,7 +199,8 @@ def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[G
     The one check of a coordinate declared twice (SPEC 4), whatever the declarations came from
     (gates files, DAG files, both): the first declaration is kept, each later one with the same
     ``enforce``, ``allowlist_reason`` and opt-in judging options is dropped with a warning naming
-    both places; a file the reference gate accepts is never rejected for it.
+    both places; a file the reference gate accepts is never rejected for it.  A declaration with
+    an empty ``metric_key`` (which the reference gate accepts) is kept with a warning naming its place.
 
     :param declarations: resolved declarations, in declaration order.
     :return: the declarations without duplicates, in first-seen order, and the warnings.
@@ -184,6 +211,9 @@ def collapse_duplicates(declarations: Iterable[GateDeclaration]) -> tuple[list[G
     kept: dict[tuple[str, str, str], GateDeclaration] = {}
     warnings: list[str] = []
     for declaration in declarations:
+        if declaration.metric_key == "" and declaration.coordinate not in kept:
+            warnings.append(f"gate at {_place(declaration)} has an empty metric_key; it is gated as written and "
+                            "matches only a record metric named \"\" (usually a typo)")
         first = kept.setdefault(declaration.coordinate, declaration)
         if first is declaration:
             continue

@@ -9,11 +9,19 @@ into your DAGs folder and adjust the params, or trigger it with other params for
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import pendulum
 from airflow.sdk import DAG, Param
 
+from airflow_metric_gate.declarations import check_gates_file
 from airflow_metric_gate.task_groups import metric_gate
+
+#: The gates file a run uses unless its params name another (relative to this file's folder).
+GATES_FILE = "gates/nightly_metric_gate.yaml"
+# The param is templated, so the night reads it; its default is checked now: a bad default gates
+# file is a DAG import error in the Airflow UI, not a failed night.
+check_gates_file(Path(__file__).parent / GATES_FILE)
 
 DOC_MD = """
 ### Nightly metric gate
@@ -101,7 +109,7 @@ with DAG(
             description="Night to gate (YYYY-MM-DD); empty: the run's logical date.",
         ),
         "gates_file": Param(
-            "gates/nightly_metric_gate.yaml",
+            GATES_FILE,
             type="string",
             description="Gates file (YAML, JSON, or Python with register_ci_gate calls); relative "
             "paths start at this DAG file's folder.",

@@ -203,7 +203,7 @@ def read_run(location: Any) -> Record:
     client = _client(where)
     run_id = run.info.run_id
     source = f"mlflow run {run_id}"
-    per_metric: dict[str, tuple[list, list, list]] = {}
+    per_metric: dict[str, tuple[list, list, list, list]] = {}
     for key in sorted(run.data.metrics):
         history = _call(where, f"read the history of metric {key!r}", client.get_metric_history, run_id, key)
         history = sorted(history, key=attrgetter("timestamp"))  # stable: the server's order within a timestamp
@@ -218,7 +218,7 @@ def read_run(location: Any) -> Record:
                 steps.append(None)
                 invalid.append((step, value, f"point {number} of its history"))
             values.append(value)
-        per_metric[key] = (steps, values, invalid)
+        per_metric[key] = (steps, values, invalid, [])  # MLflow values are always numbers
     metrics: dict[str, Any] = {}
     invalid_steps: dict[str, Any] = {}
     add_log_points(per_metric, source, metrics, invalid_steps)

@@ -248,7 +248,7 @@ def read_event_file(fh: Any) -> dict[str, FilePoints]:
                     if tag is not None:
                         points = out.get(tag)
                         if points is None:
-                            points = out[tag] = ([], [], [])
+                            points = out[tag] = ([], [], [], [])
                         points[0].append(step)
                         points[1].append(unpack_f32(data, n - 4)[0])
                         continue
@@ -281,7 +281,7 @@ def read_event_file(fh: Any) -> dict[str, FilePoints]:
                 continue
             points = out.get(tag)
             if points is None:
-                points = out[tag] = ([], [], [])
+                points = out[tag] = ([], [], [], [])
             if step >= 0:
                 points[0].append(step)
             else:

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from airflow.sdk import BaseHook, conf
+from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_metric_gate.hooks import CONN_FIELDS, CONN_TYPE, DEFAULT_CONN_ID, HOOK_NAME, UI_FIELD_BEHAVIOUR
 from airflow_metric_gate.store import MetricStore, StoreError, StoreInputError, StoreUnavailable, open_store
@@ -58,9 +59,10 @@ class MetricStoreHook(BaseHook):
     """Open the metric store behind an Airflow connection (``metric_gate``, ``postgres`` or ``sqlite``).
 
     The hook raises the store's own errors: :class:`~airflow_metric_gate.store.StoreInputError` for
-    a connection that cannot hold the store or has a bad extra (bad input),
-    :class:`~airflow_metric_gate.store.StoreUnavailable` when the connection cannot be read or the
-    store cannot be reached (retryable).  No message carries the connection's password.
+    a connection that is not defined, cannot hold the store or has a bad extra, and for a store
+    that refuses its database, user, password or grants (bad input);
+    :class:`~airflow_metric_gate.store.StoreUnavailable` when a secrets backend cannot be read or
+    the store cannot be reached (retryable).  No message carries the connection's password.
 
     :param metric_gate_conn_id: the Airflow connection id; ``None`` uses the ``[metric_gate] conn_id``
         option (default ``metric_gate_db``).
@@ -116,6 +118,11 @@ class MetricStoreHook(BaseHook):
         conn_id = self.metric_gate_conn_id
         try:
             return self.get_connection(conn_id)
+        except AirflowNotFoundException:  # no secrets backend knows it: a configuration error, not an outage
+            raise StoreInputError(
+                f"Airflow connection {conn_id!r} of the metric store is not defined; create it as a {CONN_TYPE} (or "
+                f"postgres) connection, set [metric_gate] conn_id, or pass conn_id= (retrying will not help)"
+            ) from None
         except Exception as err:
             text = " ".join(str(err).split())
             shown = scrub(text)
@@ -135,7 +142,8 @@ class MetricStoreHook(BaseHook):
     def get_store(self) -> MetricStore:
         """Open the store (nothing connects until the store is first used; use it in a ``with`` block).
 
-        :raises StoreInputError: the connection's type cannot hold the store, or an extra is invalid.
+        :raises StoreInputError: the connection is not defined, its type cannot hold the store, or an
+            extra is invalid.
         :raises StoreUnavailable: the connection cannot be read (secrets backends have outages).
         """
         conn_id = self.metric_gate_conn_id

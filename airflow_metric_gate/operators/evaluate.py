@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_metric_gate.enums import ERROR, FAIL, Aggregate
+from airflow_metric_gate.decision.policy import blocking_results
+from airflow_metric_gate.enums import Aggregate
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.operators.base import MetricGateBaseOperator
@@ -262,6 +263,8 @@ class EvaluateGateOperator(MetricGateBaseOperator):
         log = self.log.info if verdict["trusted"] else self.log.warning
         for line in report.summary:  # first: what regressed, one line per failing declaration
             log("%s", line)
+        for line in report.warnings:  # then what the record lost: points dropped, lines no gate reads
+            self.log.warning("%s", line)
         log("%s", summary)  # a log line of its own, to grep for
         self.log.info("Verdict:\n%s", report.table)
         for line in report.where:
@@ -272,7 +275,7 @@ class EvaluateGateOperator(MetricGateBaseOperator):
         if verdict["role"] == "shadow":
             self.log.warning("Shadow run: %s enforced FAIL/ERROR result(s) reported, not enforced", verdict["blocking"])
             return
-        enforced = [r for r in verdict["results"] if r["status"] in (FAIL, ERROR) and not r.get("allowlist_reason")]
+        enforced = blocking_results(verdict)
         shown = [_describe(r) for r in enforced[:MESSAGE_RESULTS]]
         more = verdict["blocking"] - len(shown)
         raise AirflowFailException(

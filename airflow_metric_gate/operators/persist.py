@@ -16,6 +16,7 @@ from airflow_metric_gate.pipeline import (
     airflow_store_run_id,
     payload_to_selection,
     persist,
+    record_warnings,
     select,
 )
 from airflow_metric_gate.printable import printable
@@ -169,6 +170,9 @@ class PersistValuesOperator(MetricGateBaseOperator):
         if from_copy:
             self.log.info("Read the local copy ingest verified of %s (not downloaded again)", location)
         selections = select(record, declarations)
+        self.record_warnings = record_warnings(record, declarations)
+        for warning in self.record_warnings:
+            self.log.warning("Record %s: %s", location, printable(warning["message"]))
         for s in selections:
             if s.error is not None:
                 self.log.warning("%s: cannot select: %s", printable(s.declaration.metric_key), printable(s.error))
@@ -188,6 +192,7 @@ class PersistValuesOperator(MetricGateBaseOperator):
         payload = self.selection if self.selection is not None else upstream_value(self, context, "selection")
         identity = self._identity()
         run = self._run(context, identity)
+        self.record_warnings: list[dict] = []
         selections, pinned = self._selections(payload)
         self.log.info(
             "Storing run %s of series %s (%s, %s) as %s, logical date %s",
@@ -199,7 +204,7 @@ class PersistValuesOperator(MetricGateBaseOperator):
             run.logical_date.isoformat(),
         )
         with self.store() as store:
-            written = persist(store, identity, run, selections)
+            written = persist(store, identity, run, selections, warnings=self.record_warnings)
         if pinned is not None:
             drop_copy(*pinned)
         self.log.info(

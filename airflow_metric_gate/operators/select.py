@@ -8,10 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_metric_gate.declarations import (
     GateDeclaration,
+    check_declarations,
     collapse_duplicates,
     load_gates_file,
     resolve_declarations,
+    with_policy,
 )
+from airflow_metric_gate.declarations.checking import is_local_literal_path
 from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.operators.base import MetricGateBaseOperator
@@ -95,7 +98,9 @@ class SelectStepsOperator(MetricGateBaseOperator):
 
     Declarations come from a gates file (YAML, JSON, or a Python test file with
     ``register_ci_gate(...)`` calls, parsed and never executed), from ``gates`` written in the DAG
-    file, or both.  Invalid declarations or a malformed record fail the task without retries.
+    file, or both.  Invalid declarations or a malformed record fail the task without retries; and
+    when the DAG file is parsed, a local ``gates_file`` written as a plain path and the ``gates``
+    written in the DAG file are checked already, so a bad one is a DAG import error, not a failed night.
 
     The task's return value is a reference, never the values: the record's location, format and
     checksum, the resolved declarations, and counts; a few hundred bytes per declaration whatever
@@ -122,10 +127,12 @@ class SelectStepsOperator(MetricGateBaseOperator):
     :param format: the record format (``series``, ``rows``, ``tensorboard``, ``csv``, ``mlflow``);
         ``None`` uses the one the ingest task reported, else ``series`` (templated).
     :param storage_conn_id: the Airflow connection of the object storage, if any (templated).
+    :param policy: ``reference`` or ``calibrated`` for the declarations that set no policy of their
+        own (nor their gates file); ``None``: ``reference`` (templated).
     :param kwargs: passed to :class:`~airflow.sdk.BaseOperator`.
     """
 
-    template_fields: Sequence[str] = ("record", "gates_file", "format", "storage_conn_id")
+    template_fields: Sequence[str] = ("record", "gates_file", "format", "storage_conn_id", "policy")
     ui_color = "#e8f0dc"
 
     def __init__(
@@ -137,15 +144,35 @@ class SelectStepsOperator(MetricGateBaseOperator):
         defaults: Mapping[str, Mapping[str, Any]] | None = None,
         format: str | None = None,
         storage_conn_id: str | None = None,
+        policy: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.policy = policy
         self.record = record
         self.gates_file = gates_file
         self.gates = gates
         self.defaults = defaults
         self.format = format
         self.storage_conn_id = storage_conn_id
+        self._check_when_parsed()
+
+    def _check_when_parsed(self) -> None:
+        """Refuse invalid declarations when the DAG file is parsed, so a bad gates file never reaches a night.
+
+        Only what is known now is checked, cheaply: a local ``gates_file`` written as a plain path
+        (read once per version of the file; a templated path or a URI waits for the night) and the
+        ``gates`` written in the DAG file.
+
+        :raises DeclarationError: naming the file, line and field (a DAG import error).
+        """
+        gates = self.gates if isinstance(self.gates, (list, tuple)) else None
+        if gates is None and not is_local_literal_path(self.gates_file):
+            return
+        fileloc = getattr(self.dag, "fileloc", None) if self.has_dag() else None
+        source = f"{self.dag_id}.{self.task_id}" if self.has_dag() else self.task_id
+        check_declarations(gates_file=self.gates_file, gates=gates, defaults=self.defaults,
+                           relative_to=os.path.dirname(fileloc) if fileloc else None, source=source)
 
     def _gates_path(self) -> str | None:
         path = optional(self.gates_file)
@@ -169,7 +196,7 @@ class SelectStepsOperator(MetricGateBaseOperator):
             if self.gates is not None:
                 source = f"{self.dag_id}.{self.task_id}" if self.has_dag() else self.task_id
                 found.extend(resolve_declarations(self.gates, defaults=self.defaults, source=source))
-            found, warnings = collapse_duplicates(found)
+            found, warnings = collapse_duplicates(with_policy(found, optional(self.policy)))
         for warning in warnings:
             self.log.warning("%s", printable(warning))
         return found

@@ -20,8 +20,10 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
-from marshmallow import Schema, ValidationError
+from marshmallow import Schema, ValidationError, fields, validate
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, FAIL
 from airflow_metric_gate.plugins import auth
@@ -35,17 +37,25 @@ from airflow_metric_gate.plugins.data import (
 )
 from airflow_metric_gate.plugins.metadata import EVALUATE_OPERATOR, open_ui_store, task_verdict
 from airflow_metric_gate.plugins.pages import (
+    STYLE_HASH,
     DeclarationView,
     MarkForm,
     Picker,
     index_page,
     mark_form,
+    mark_target,
     message_page,
     series_link,
     series_page,
     task_page,
 )
-from airflow_metric_gate.schemas.ui import MarkFormSchema, SeriesQuerySchema, TaskQuerySchema
+from airflow_metric_gate.schemas.ui import (
+    MAX_MAP_INDEX,
+    MapIndex,
+    MarkFormSchema,
+    SeriesQuerySchema,
+    TaskQuerySchema,
+)
 from airflow_metric_gate.store import StoreError, StoreUnavailable
 from airflow_metric_gate.verdict import VERDICT_SCHEMA
 
@@ -59,6 +69,20 @@ MAX_FORM_BYTES = 16_384
 MAX_PICKER_STEPS = 5_000
 
 
+#: The headers of every response: pages need no script, load nothing, post only here, and may be
+#: framed only by the Airflow UI (served from the same origin); none is cached (forms carry tokens).
+SECURITY_HEADERS = {
+    "Content-Security-Policy": (
+        f"default-src 'none'; style-src '{STYLE_HASH}'; img-src 'self' data:; form-action 'self'; "
+        "base-uri 'none'; frame-ancestors 'self'"
+    ),
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "SAMEORIGIN",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+
 def _load(schema: Schema, data: Mapping[str, Any]) -> dict:
     try:
         return schema.load(dict(data))
@@ -70,16 +94,78 @@ def _html(text: str, status_code: int = 200) -> HTMLResponse:
     return HTMLResponse(text, status_code=status_code, headers={"Cache-Control": "no-store"})
 
 
+async def _form_body(request: Request) -> bytes:
+    """Read a form body of at most :data:`MAX_FORM_BYTES`, refusing a larger one before reading it.
+
+    A ``Content-Length`` over the limit is refused at once; a body without one (chunked) is read
+    chunk by chunk and refused as soon as it passes the limit, so a large body never sits in memory.
+    """
+    length = request.headers.get("content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise HTTPException(400, "invalid Content-Length")
+        if int(length) > MAX_FORM_BYTES:
+            raise HTTPException(413, f"form too large (at most {MAX_FORM_BYTES} bytes)")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM_BYTES:
+            raise HTTPException(413, f"form too large (at most {MAX_FORM_BYTES} bytes)")
+    return bytes(body)
+
+
+def _parameters(schema: Schema) -> list[dict]:
+    """The OpenAPI query parameters of a marshmallow input schema (for the app's own OpenAPI document)."""
+    return [{"name": name, "in": "query", "required": f.required, "schema": _field_schema(f)}
+            for name, f in schema.fields.items()]
+
+
+def _field_schema(f: fields.Field) -> dict:
+    """The JSON schema of one input field, with the bounds its validators check."""
+    spec: dict[str, Any] = {"type": "integer" if isinstance(f, (fields.Integer, MapIndex)) else "string"}
+    if isinstance(f, MapIndex):
+        spec.update(minimum=-1, maximum=MAX_MAP_INDEX)
+    for v in f.validators:
+        if isinstance(v, validate.Range):
+            spec.update({k: b for k, b in (("minimum", v.min), ("maximum", v.max)) if b is not None})
+        elif isinstance(v, validate.Length):
+            spec.update({k: b for k, b in (("minLength", v.min), ("maxLength", v.max)) if b is not None})
+        elif isinstance(v, validate.OneOf):
+            spec["enum"] = list(v.choices)
+    return spec
+
+
+def _form_body_schema(schema: Schema) -> dict:
+    properties = {name: _field_schema(f) for name, f in schema.fields.items()}
+    required = [name for name, f in schema.fields.items() if f.required]
+    return {"requestBody": {"required": True, "content": {"application/x-www-form-urlencoded": {
+        "schema": {"type": "object", "properties": properties, "required": required}}}}}
+
+
 def create_app() -> FastAPI:
     """Return the plugin's FastAPI app (mounted by the api-server; no Airflow import at build time)."""
     app = FastAPI(title="Metric gate", docs_url=None, redoc_url=None, openapi_url=None)
 
+    @app.middleware("http")
+    async def _security_headers(request: Request, call_next: Any) -> Any:
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
     @app.exception_handler(HTTPException)
-    async def _http_error(request: Request, exc: HTTPException) -> HTMLResponse:
-        title = {400: "Invalid request", 401: "Not authenticated", 403: "Forbidden", 404: "Not found"}.get(
-            exc.status_code, "Error"
-        )
-        return _html(message_page(title, str(exc.detail)), exc.status_code)
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> HTMLResponse:
+        title = {400: "Invalid request", 401: "Not authenticated", 403: "Forbidden", 404: "Not found",
+                 405: "Method not allowed", 413: "Request too large"}.get(exc.status_code, "Error")
+        response = _html(message_page(title, str(exc.detail)), exc.status_code)
+        for name, value in (exc.headers or {}).items():
+            response.headers.setdefault(name, value)
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> HTMLResponse:
+        return _html(message_page("Invalid request", "invalid input"), 400)
 
     @app.exception_handler(StoreError)
     async def _store_error(request: Request, exc: StoreError) -> HTMLResponse:
@@ -97,17 +183,16 @@ def create_app() -> FastAPI:
         )
         return _html(index_page(shown, hidden=hidden))
 
-    @app.get("/series", response_class=HTMLResponse)
+    @app.get("/series", response_class=HTMLResponse, openapi_extra={"parameters": _parameters(SeriesQuerySchema())})
     def series(request: Request, user: auth.User) -> HTMLResponse:
         q = _load(SeriesQuerySchema(), request.query_params)
         identity = (q["series"], q["backend"], q["suite"])
         with open_ui_store() as store:
             writers = store.series_dag_ids(*identity)
-            if not writers:
-                raise HTTPException(404, f"no runs of series {q['series']} ({q['backend']}, {q['suite']})")
-            allowed, unowned = auth.readable(user, writers)
-            if not allowed and not unowned:
-                raise HTTPException(403, "not allowed to read the DAG(s) that wrote this series")
+            allowed, unowned = auth.readable(user, writers) if writers else (set(), False)
+            if not allowed and not unowned:  # unknown and unreadable answer alike: no existence oracle
+                raise HTTPException(404, f"no runs of series {q['series']} ({q['backend']}, {q['suite']}) "
+                                         "that you may read")
             scope = {"dag_ids": allowed, "include_unowned": unowned}
             runs = store.series_runs(
                 *identity, limit=RUNS_PER_PAGE + 1, offset=(q["page"] - 1) * RUNS_PER_PAGE, declarations=False,
@@ -136,7 +221,7 @@ def create_app() -> FastAPI:
         editable = {d for d in {r.provenance.get("dag_id") for r in runs} if auth.is_authorized(user, d, "PUT")}
         next_url = "series?" + request.url.query
         forms = {
-            r.run_id: MarkForm(auth.form_token(user, r.run_id), next_url)
+            r.run_id: MarkForm(auth.form_token(user, r, mark_target(r)), next_url)
             for r in runs
             if r.provenance.get("dag_id") in editable
         }
@@ -145,7 +230,7 @@ def create_app() -> FastAPI:
         )
         return _html(page_html)
 
-    @app.get("/task", response_class=HTMLResponse)
+    @app.get("/task", response_class=HTMLResponse, openapi_extra={"parameters": _parameters(TaskQuerySchema())})
     def task(request: Request, user: auth.User) -> HTMLResponse:
         q = _load(TaskQuerySchema(), request.query_params)
         auth.require(user, q["dag_id"], "GET")
@@ -210,21 +295,21 @@ def create_app() -> FastAPI:
                         f"declaration judges them with over the {DEFAULT_HISTORY_LIMIT} latest trusted baseline runs."
                     )
             if run is not None and auth.is_authorized(user, run.provenance.get("dag_id") or q["dag_id"], "PUT"):
-                mark = mark_form(run, MarkForm(auth.form_token(user, run.run_id), "task?" + request.url.query))
+                token = auth.form_token(user, run, mark_target(run))
+                mark = mark_form(run, MarkForm(token, "task?" + request.url.query))
         return _html(task_page(verdict, views, summary_from_verdict=from_verdict, series_href=series_href, mark=mark))
 
-    @app.post("/mark")
+    @app.post("/mark", openapi_extra=_form_body_schema(MarkFormSchema()))
     async def mark(request: Request, user: auth.User) -> RedirectResponse:
-        body = await request.body()
-        if len(body) > MAX_FORM_BYTES:
-            raise HTTPException(400, "form too large")
+        body = await _form_body(request)
         form = _load(MarkFormSchema(), dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)))
         with open_ui_store() as store:
             run = store.get_run(form["run_id"])
-            if run is None:
-                raise HTTPException(404, f"no store run {form['run_id']}")
-            auth.require(user, run.provenance.get("dag_id"), "PUT")
-            auth.check_form_token(user, run.run_id, form["token"])
+            dag_id = run.provenance.get("dag_id") if run is not None else None
+            if run is None or not auth.is_authorized(user, dag_id, "GET"):  # unknown and unreadable alike
+                raise HTTPException(404, f"no store run {form['run_id']} that you may read")
+            auth.require(user, dag_id, "PUT")
+            auth.check_form_token(user, run, form["status"], form["token"])
             store.mark_run(
                 run.run_id, form["status"], reason=form["reason"], marked_by=auth.user_name(user),
                 at=datetime.now(timezone.utc),

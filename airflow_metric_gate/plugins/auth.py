@@ -8,14 +8,18 @@ A plugin's FastAPI app is not protected by Airflow on its own: every route depen
   written outside Airflow (no DAG) need ``GET`` on DAGs in general;
 * marking a run trusted or untrusted needs ``PUT`` (edit) on that DAG.
 
-Forms that change something carry a token tied to the user and the run (an HMAC with the
-api-server's ``[api] secret_key``), so another site cannot post them with the user's cookie.
+Forms that change something carry a token (an HMAC with the api-server's ``[api] secret_key``)
+bound to the user, the run as it is, and the action, that expires after an hour and is used once,
+so another site cannot post them with the user's cookie and a posted form cannot be replayed.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
+import threading
+import time
 from collections.abc import Iterable
 from typing import Annotated, Any
 
@@ -106,22 +110,73 @@ def _secret() -> bytes:
     return hashlib.sha256(f"metric-gate-ui:{secret}".encode()).digest()
 
 
-def form_token(user: Any, run_id: str) -> str:
-    """Return the token a mark form of ``run_id`` carries for ``user``.
+#: How long a mark form's token is accepted after the page was served.
+FORM_TOKEN_TTL_SECONDS = 3600
+#: Tokens used by this api-server process, by nonce, with their expiry (pruned as they expire).
+_USED: dict[str, float] = {}
+_USED_LOCK = threading.Lock()
+_MAX_USED = 100_000
 
-    :param user: the authenticated user.
-    :param run_id: the store run id.
+
+def run_state(run: Any) -> str:
+    """What a mark changes about a run: a token for the run as it is is void once the run is marked.
+
+    :param run: the store's run (``status``, ``status_reason`` and the provenance list ``marks``).
     """
-    message = f"{user.get_id()}\n{run_id}".encode()
+    marks = (getattr(run, "provenance", None) or {}).get("marks") or []
+    return f"{run.status}\n{run.status_reason or ''}\n{len(marks)}"
+
+
+def _mac(user: Any, run_id: str, action: str, state: str, expires: int, nonce: str) -> str:
+    message = "\n".join([str(user.get_id()), run_id, action, state, str(expires), nonce]).encode()
     return hmac.new(_secret(), message, hashlib.sha256).hexdigest()
 
 
-def check_form_token(user: Any, run_id: str, token: str) -> None:
-    """Raise 403 unless ``token`` is the one :func:`form_token` gives.
+def form_token(user: Any, run: Any, action: str, *, now: float | None = None) -> str:
+    """Return the token of one mark form: this user, this run as it is now, this action, for a while.
+
+    ``EXPIRES.NONCE.MAC``, the MAC (HMAC-SHA256 with the api-server's ``[api] secret_key``) over the
+    user id, the store run id, the action (the status the form sets), the run's state
+    (:func:`run_state`), the expiry and the nonce.
 
     :param user: the authenticated user.
-    :param run_id: the store run id.
-    :param token: the token the form posted.
+    :param run: the store's run.
+    :param action: ``trusted`` or ``untrusted``: what the form does.
+    :param now: the current time (seconds since the epoch); default the clock.
     """
-    if not hmac.compare_digest(form_token(user, run_id), token):
-        raise HTTPException(status.HTTP_403_FORBIDDEN, "invalid or expired form token; reload the page")
+    expires = int((time.time() if now is None else now) + FORM_TOKEN_TTL_SECONDS)
+    nonce = secrets.token_hex(12)
+    return f"{expires}.{nonce}.{_mac(user, run.run_id, action, run_state(run), expires, nonce)}"
+
+
+def check_form_token(user: Any, run: Any, action: str, token: str, *, now: float | None = None) -> None:
+    """Raise 403 unless ``token`` is a token of :func:`form_token` for this user, run state and action,
+    not expired and not used before; then count it used.
+
+    Single use holds across api-server processes too: marking a run changes its state, which voids
+    every token issued for the run as it was.
+
+    :param user: the authenticated user.
+    :param run: the store's run, as it is now.
+    :param action: the status the form posts.
+    :param token: the token the form posted.
+    :param now: the current time (seconds since the epoch); default the clock.
+    """
+    now = time.time() if now is None else now
+    refused = HTTPException(status.HTTP_403_FORBIDDEN, "invalid, used or expired form token; reload the page")
+    expires_text, _, rest = token.partition(".")
+    nonce, _, mac = rest.partition(".")
+    if not (expires_text.isdigit() and len(expires_text) <= 12 and nonce and mac):
+        raise refused
+    expires = int(expires_text)
+    if expires < now or expires > now + FORM_TOKEN_TTL_SECONDS + 60:
+        raise refused
+    if not hmac.compare_digest(_mac(user, run.run_id, action, run_state(run), expires, nonce), mac):
+        raise refused
+    with _USED_LOCK:
+        if nonce in _USED:
+            raise refused
+        if len(_USED) >= _MAX_USED:
+            for key in [k for k, until in _USED.items() if until < now]:
+                del _USED[key]
+        _USED[nonce] = expires

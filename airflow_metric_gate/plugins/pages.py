@@ -7,6 +7,8 @@ shows external views in a sandboxed iframe.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +40,10 @@ form.mg-inline{display:inline}input,select,button{font:inherit;padding:2px 6px}
 .mg-note{background:#f4f6f8;padding:6px 10px;border-radius:4px}
 .mg-flash{background:#e6f4ea;padding:6px 10px;border-radius:4px}
 """
+
+
+#: The Content-Security-Policy source of the one inline stylesheet (no other style or script runs).
+STYLE_HASH = "sha256-" + base64.b64encode(hashlib.sha256(STYLE.encode()).digest()).decode()
 
 
 def page(title: str, body: str) -> str:
@@ -112,13 +118,21 @@ class MarkForm:
     next_url: str
 
 
+def mark_target(run: RunRow) -> str:
+    """The status a run's mark form sets: ``untrusted``, or ``trusted`` for a run that is untrusted.
+
+    :param run: the run.
+    """
+    return "untrusted" if run.status != "untrusted" else "trusted"
+
+
 def mark_form(run: RunRow, form: MarkForm) -> str:
     """Return the form that marks a run trusted or untrusted (reason required).
 
     :param run: the run.
     :param form: the token and the page to come back to.
     """
-    target = "untrusted" if run.status != "untrusted" else "trusted"
+    target = mark_target(run)
     return (
         "<form class=\"mg-inline mg-mark\" method=\"post\" action=\"mark\">"
         f"<input type=\"hidden\" name=\"run_id\" value=\"{escape(run.run_id)}\">"
@@ -332,6 +346,12 @@ def task_page(
     if mark:
         head += f"<p>{mark}</p>"
     body = [head, "<h2>What regressed</h2>", summary]
+    warnings = [w for w in verdict.get("warnings", None) or () if isinstance(w, Mapping)]
+    if warnings:
+        items = "".join(f"<li>{escape(str(w.get('message', '')))}</li>" for w in warnings)
+        body.append("<h2>Warnings</h2><p class=\"mg-muted\">Points of the record that no gate judged: "
+                    "a value that is not a number is dropped, and a line no gate can name is not gated.</p>"
+                    f"<ul class=\"mg-warnings\">{items}</ul>")
     for view in declarations:
         e = view.entry
         steps = escape(steps_label(e["steps_key"]))

@@ -27,13 +27,17 @@ CONSTRAINT_KEYS: tuple[str, ...] = UP_KEYS + DOWN_KEYS
 #: The fields of a declaration.
 DECLARATION_FIELDS: tuple[str, ...] = (
     "metric_key", "steps", "constraint", "enforce", "allowlist_reason", "min_failing_steps", "band", "mad_k",
-    "night_mean_k", "severity",
+    "night_mean_k", "severity", "policy", "direction",
 )
 #: The values of ``band``: ``rel`` (the constraint's relative band with floors, the default) or ``mad``
 #: (the history's median with a half-width of ``mad_k`` x its median absolute deviation).
 BANDS: tuple[str, ...] = ("rel", "mad")
 #: The values of ``severity``: ``fail`` (the default) or ``warn`` (a FAIL is reported, never blocks).
 SEVERITIES: tuple[str, ...] = ("fail", "warn")
+#: The values of ``policy`` (see :mod:`airflow_metric_gate.decision`).
+POLICY_NAMES: tuple[str, ...] = ("reference", "calibrated")
+#: The values of ``direction``: the side on which a change is a regression.
+DIRECTION_NAMES: tuple[str, ...] = ("up", "down", "both")
 #: ``mad_k`` when a declaration sets ``band: mad`` without it (see docs/accuracy.md for why).
 DEFAULT_MAD_K = 6.0
 #: The fields a defaults entry may fill when a declaration omits them.
@@ -245,7 +249,7 @@ class DeclarationSchema(Schema):
     """One gate declaration, resolved against a defaults table.
 
     Loads to ``{"metric_key", "steps", "constraint", "enforce", "allowlist_reason", "min_failing_steps",
-    "band", "mad_k", "night_mean_k", "severity", "defaulted"}``
+    "band", "mad_k", "night_mean_k", "severity", "policy", "direction", "defaulted"}``
     where ``steps`` and ``constraint`` are the literals as written (or the defaults literal, a
     copy), and ``defaulted`` lists the fields the defaults table filled.  A field is filled only
     when *omitted*: a written value, ``None`` included, is validated as written.
@@ -262,7 +266,8 @@ class DeclarationSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    metric_key = TextField(non_empty=True, required=True, error_messages={"required": "missing (required)"})
+    # "" is accepted, as the reference gate accepts it (it matches only a metric named ""); callers warn
+    metric_key = TextField(required=True, error_messages={"required": "missing (required)"})
     steps = StepsField()
     constraint = ConstraintField()
     enforce = StrictBooleanField(load_default=False)
@@ -272,6 +277,8 @@ class DeclarationSchema(Schema):
     mad_k = PositiveNumberField(load_default=None)
     night_mean_k = PositiveNumberField(load_default=None)
     severity = ChoiceField(SEVERITIES, load_default="fail")
+    policy = ChoiceField(POLICY_NAMES, load_default=None)
+    direction = ChoiceField(DIRECTION_NAMES, load_default=None)
 
     @validates_schema
     def _rule_options(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -312,7 +319,7 @@ class GatesFileSchema(Schema):
     """
 
     error_messages = {
-        "unknown": "unknown field (a gates file mapping holds: gates, defaults)",
+        "unknown": "unknown field (a gates file mapping holds: gates, defaults, policy)",
         "type": "a gates file must hold a list of gates, or a mapping with 'gates' and optional 'defaults'",
     }
 
@@ -321,6 +328,7 @@ class GatesFileSchema(Schema):
 
     gates = fields.Raw(required=True, error_messages={"required": "missing (the list of gate declarations)"})
     defaults = DefaultsTableField(load_default=None)
+    policy = ChoiceField(POLICY_NAMES, load_default=None)
 
     @validates_schema
     def _gates_is_list(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -334,7 +342,7 @@ class GateDeclarationSchema(Schema):
     class Meta:
         unknown = RAISE
 
-    metric_key = TextField(non_empty=True, required=True)
+    metric_key = TextField(required=True)
     steps = StepsField(required=True)
     constraint = fields.Dict(keys=fields.String(), values=fields.Float(allow_nan=False), required=True)
     steps_key = fields.String(required=True)
@@ -346,6 +354,8 @@ class GateDeclarationSchema(Schema):
     mad_k = PositiveNumberField(load_default=None)
     night_mean_k = PositiveNumberField(load_default=None)
     severity = ChoiceField(SEVERITIES, load_default="fail")
+    policy = ChoiceField(POLICY_NAMES, load_default=None)
+    direction = ChoiceField(DIRECTION_NAMES, load_default=None)
     source = fields.String(allow_none=True, load_default=None)
 
     @validates_schema

@@ -199,18 +199,49 @@ class SeriesField(fields.Field):
         return parse_points(value, invalid), invalid
 
 
+class UnnamedMetric:
+    """A line's ``metric`` that is a number, a boolean or ``null``: no declaration can name it.
+
+    The reference gate reads such a line and never gates it; reading skips the line with a warning.
+
+    :param value: the ``metric`` member as written.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def describe(self) -> str:
+        """``"metric" is a number (5)``, for the warning."""
+        return f"\"metric\" is {_kind(self.value)} {_short(self.value)}, not a string"
+
+
 class MetricNameField(fields.Field):
-    """A metric name: a non-empty string."""
+    """A metric name: a string (``""`` included, as the reference gate reads it).
+
+    A number, a boolean or ``null`` loads as :class:`UnnamedMetric` (the line is skipped with a
+    warning); an array or an object is an error.
+    """
 
     default_error_messages = {
         "required": "missing (every line needs \"metric\" and \"series\")",
-        "null": "must be a non-empty string, got null",
     }
 
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(allow_none=True, **kwargs)
+
+    def deserialize(self, value: Any, attr: str | None = None, data: Any = None, **kwargs: Any) -> Any:
+        if value is None:
+            return UnnamedMetric(None)
+        return super().deserialize(value, attr, data, **kwargs)
+
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
-        if not isinstance(value, str) or not value:
-            raise ValidationError(f"must be a non-empty string, got {_kind(value)} {_short(value)}")
-        return value
+        if isinstance(value, str):
+            return value
+        if isinstance(value, (bool, int, float)):
+            return UnnamedMetric(value)
+        raise ValidationError(f"must be a string, got {_kind(value)} {_short(value)}")
 
 
 class StepField(fields.Field):

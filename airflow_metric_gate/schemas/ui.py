@@ -11,9 +11,26 @@ import json
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, post_load, validate, validates_schema
 
 from airflow_metric_gate.enums import JUDGED_STATUSES
+from airflow_metric_gate.limits import MAX_STEP
 
 _NAME = validate.Length(min=1, max=250)
 _KEY = validate.Length(min=1, max=2000)
+#: The largest map index Airflow stores (its column is a 32-bit integer).
+MAX_MAP_INDEX = 2**31 - 1
+
+
+class Text(fields.String):
+    """A string that holds no NUL character and no lone surrogate: what neither store can hold or compare."""
+
+    def _deserialize(self, value, attr, data, **kwargs):  # noqa: ANN001, ANN202
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if "\x00" in text:
+            raise ValidationError("must not hold a NUL character")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise ValidationError("must be valid UTF-8 text") from exc
+        return text
 #: What the Airflow UI leaves in an external view's ``href`` when the page has no map index.
 MAP_INDEX_PLACEHOLDER = "{MAP_INDEX}"
 _DECLARATION = "must be a JSON list [metric_key, steps_key, constraint_key]"
@@ -29,8 +46,8 @@ class MapIndex(fields.Field):
             number = int(value)
         except (TypeError, ValueError) as exc:
             raise ValidationError("must be an integer") from exc
-        if number < -1:
-            raise ValidationError("must be >= -1")
+        if number < -1 or number > MAX_MAP_INDEX:
+            raise ValidationError(f"must be from -1 to {MAX_MAP_INDEX}")
         return number
 
 
@@ -42,9 +59,9 @@ class _Base(Schema):
 class TaskQuerySchema(_Base):
     """``task``: the task instance whose verdict to show."""
 
-    dag_id = fields.String(required=True, validate=_NAME)
-    run_id = fields.String(required=True, validate=_NAME)
-    task_id = fields.String(required=True, validate=_NAME)
+    dag_id = Text(required=True, validate=_NAME)
+    run_id = Text(required=True, validate=_NAME)
+    task_id = Text(required=True, validate=_NAME)
     map_index = MapIndex(load_default=-1)
     nights = fields.Integer(load_default=30, validate=validate.Range(min=2, max=365))
 
@@ -52,12 +69,12 @@ class TaskQuerySchema(_Base):
 class SeriesQuerySchema(_Base):
     """``series``: a series identity, a page of its runs, and the coordinate to chart."""
 
-    series = fields.String(required=True, validate=_NAME)
-    backend = fields.String(required=True, validate=_NAME)
-    suite = fields.String(required=True, validate=_NAME)
+    series = Text(required=True, validate=_NAME)
+    backend = Text(required=True, validate=_NAME)
+    suite = Text(required=True, validate=_NAME)
     page = fields.Integer(load_default=1, validate=validate.Range(min=1, max=100_000))
-    declaration = fields.String(load_default=None, validate=_KEY)
-    step = fields.Integer(load_default=None, validate=validate.Range(min=-1))
+    declaration = Text(load_default=None, validate=_KEY)
+    step = fields.Integer(load_default=None, validate=validate.Range(min=-1, max=MAX_STEP))
     nights = fields.Integer(load_default=60, validate=validate.Range(min=2, max=365))
 
     @post_load
@@ -68,7 +85,7 @@ class SeriesQuerySchema(_Base):
             return data
         try:
             parts = json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ValidationError({"declaration": [_DECLARATION]}) from exc
         if not (isinstance(parts, list) and len(parts) == 3 and all(isinstance(p, str) and p for p in parts)):
             raise ValidationError({"declaration": [_DECLARATION]})
@@ -79,11 +96,11 @@ class SeriesQuerySchema(_Base):
 class MarkFormSchema(_Base):
     """``mark``: mark one store run trusted or untrusted, with a reason."""
 
-    run_id = fields.String(required=True, validate=_NAME)
-    status = fields.String(required=True, validate=validate.OneOf(JUDGED_STATUSES))
-    reason = fields.String(required=True, validate=validate.Length(min=3, max=500))
-    token = fields.String(required=True, validate=validate.Length(min=1, max=200))
-    next = fields.String(load_default="./", validate=validate.Length(max=4000))
+    run_id = Text(required=True, validate=_NAME)
+    status = Text(required=True, validate=validate.OneOf(JUDGED_STATUSES))
+    reason = Text(required=True, validate=validate.Length(min=3, max=500))
+    token = Text(required=True, validate=validate.Length(min=1, max=200))
+    next = Text(load_default="./", validate=validate.Length(max=4000))
 
     @validates_schema
     def _reason_and_next(self, data: dict, **kwargs: object) -> None:

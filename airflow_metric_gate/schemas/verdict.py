@@ -24,10 +24,13 @@ class ResultSchema(Schema):
     hi = fields.Float(required=True, allow_none=True)
     side = fields.String(required=True, allow_none=True, validate=validate.OneOf(["above", "below"]))
     bound = fields.String(required=True, allow_none=True,
-                          validate=validate.OneOf(["rel", "abs_floor", "mad", "night_mean"]))
+                          validate=validate.OneOf(["rel", "abs_floor", "mad", "night_mean", "calibrated", "night",
+                                                   "drift", "blowup", "improvement"]))
     reason = fields.String(required=True)
     allowlist_reason = fields.String(allow_none=True)
     severity = fields.String(validate=validate.OneOf(["warn"]))
+    blocking = fields.Boolean()
+    policy = fields.String(validate=validate.OneOf(["calibrated"]))
 
 
 class CountsSchema(Schema):
@@ -49,7 +52,7 @@ class WorstSchema(Schema):
     lo = fields.Float(required=True)
     hi = fields.Float(required=True)
     side = fields.String(required=True, validate=validate.OneOf(["above", "below"]))
-    bound = fields.String(required=True, validate=validate.OneOf(["rel", "abs_floor", "mad"]))
+    bound = fields.String(required=True, validate=validate.OneOf(["rel", "abs_floor", "mad", "calibrated", "blowup"]))
     distance = fields.Float(required=True, validate=validate.Range(min=0))
 
 
@@ -76,6 +79,7 @@ class SummarySchema(Schema):
     worst = fields.Nested(WorstSchema, required=True, allow_none=True)
     error = fields.String(required=True, allow_none=True)
     night = fields.Nested(NightSchema)
+    calibrated_night = fields.Dict()
     severity = fields.String(validate=validate.OneOf(["warn"]))
 
 
@@ -96,3 +100,13 @@ class VerdictSchema(Schema):
     summary = fields.List(fields.Nested(SummarySchema), load_default=list)
     results = fields.List(fields.Nested(ResultSchema), required=True)
     truncated = fields.Integer(required=True, validate=validate.Range(min=0))
+    # beyond SPEC 10, each present only when it has something to say (see verdict.calibrated_sections)
+    policy = fields.String(validate=validate.OneOf(["calibrated", "mixed"]))
+    declarations = fields.List(fields.Dict())
+    level_shifts = fields.List(fields.Dict())
+    drifts = fields.List(fields.Dict())
+    improvements = fields.List(fields.Dict())
+    blowups = fields.List(fields.Dict())
+    starved = fields.List(fields.Dict())
+    #: Present when the record lost points (values that are not numbers) or lines no gate can read.
+    warnings = fields.List(fields.Dict(keys=fields.String()))

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from itertools import chain
 from typing import Any
 
-from airflow_metric_gate.dates import utc
+from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
 from airflow_metric_gate.store.errors import StoreError, StoreInputError, StoreUnavailable
 from airflow_metric_gate.store.rows import (
@@ -31,7 +31,15 @@ from airflow_metric_gate.store.rows import (
     WindowRun,
 )
 from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
-from airflow_metric_gate.store.sql import BASELINE_RUNS_SQL, HISTORY_WINDOW_SQL, RUN_COLUMNS, baseline_sql, equal_to
+from airflow_metric_gate.store.sql import (
+    BASELINE_RUNS_SQL,
+    CANDIDATE_RUNS_SQL,
+    HISTORY_WINDOW_SQL,
+    RUN_COLUMNS,
+    baseline_sql,
+    equal_to,
+    run_values_sql,
+)
 
 
 class MetricStore:
@@ -267,18 +275,18 @@ class MetricStore:
             run.run_id, run.series, run.backend, run.suite, run.role, run.status, self._ts(run.logical_date),
             now, now, *columns.values(), json.dumps(prov, sort_keys=True, default=str),
             json.dumps(run.declarations), json.dumps(run.selection_errors), run.status_reason,
-            self._bool(run.rebaseline),
+            self._bool(run.rebaseline), json.dumps(run.outcomes) if run.outcomes else None,
         )
         names = (
             "run_id, series, backend, suite, role, status, logical_date, created_at, updated_at, "
             + ", ".join(PROVENANCE_COLUMNS)
-            + ", provenance, declarations, selection_errors, status_reason, rebaseline"
+            + ", provenance, declarations, selection_errors, status_reason, rebaseline, outcomes"
         )
         updates = ", ".join(
             f"{c} = excluded.{c}"
             for c in (
                 "series", "backend", "suite", "role", "status", "logical_date", "updated_at", *PROVENANCE_COLUMNS,
-                "provenance", "declarations", "selection_errors", "status_reason", "rebaseline",
+                "provenance", "declarations", "selection_errors", "status_reason", "rebaseline", "outcomes",
             )
         )
         # A run id names the run of one series identity: a write for another identity changes nothing.
@@ -302,7 +310,8 @@ class MetricStore:
                 self._bulk_insert_values(cur, rows)
         return len(rows)
 
-    def set_status(self, run_id: str, status: str, reason: str | None = None, *, enforce: bool | None = None) -> None:
+    def set_status(self, run_id: str, status: str, reason: str | None = None, *, enforce: bool | None = None,
+                   outcomes: Mapping[str, Any] | None = None) -> None:
         """Set a run's status after evaluation.
 
         :param run_id: the store run id.
@@ -311,12 +320,16 @@ class MetricStore:
         :param enforce: whether the evaluation was enforced, kept as the provenance key
             ``enforce`` (so that a verdict rebuilt later blocks as the evaluation did); ``None``
             leaves the provenance as it is.
+        :param outcomes: what each declaration's night was (``runs.outcomes``), written in the same
+            statement; ``None`` leaves it as it is.
         """
         problem = RunStatus.problem(status, "status")
         if problem:
             raise StoreInputError(problem)
         now = self._ts(datetime.now(timezone.utc))
         with self._transaction() as cur:
+            if outcomes is not None:
+                self._execute(cur, "UPDATE runs SET outcomes = %s WHERE run_id = %s", (json.dumps(outcomes), run_id))
             if enforce is None:
                 self._execute(
                     cur, "UPDATE runs SET status = %s, status_reason = %s, updated_at = %s WHERE run_id = %s",
@@ -364,6 +377,7 @@ class MetricStore:
         series: str | None = None,
         backend: str | None = None,
         suite: str | None = None,
+        marked_by: str = "hand",
     ) -> list[MarkedRun]:
         """Mark runs trusted or untrusted by store run id, Airflow run id or commit sha; say what changed.
 
@@ -380,6 +394,7 @@ class MetricStore:
         :param series: only runs of this series.
         :param backend: only runs of this backend.
         :param suite: only runs of this suite.
+        :param marked_by: who marks (kept with the mark in the run's provenance ``marks``).
         :return: every matching run, as it was, with its new status; empty when nothing matched.
         :raises StoreInputError: on an unknown status or ``by``, or an Airflow run id without ``dag_id``.
         """
@@ -392,18 +407,82 @@ class MetricStore:
                 cur, f"SELECT {RUN_COLUMNS} FROM runs WHERE {where} ORDER BY logical_date, run_id{self._lock_rows}",
                 params,
             )
-            now = self._ts(datetime.now(timezone.utc))
+            at = datetime.now(timezone.utc)
+            now = self._ts(at)
             for run in [self._run_from_row(r) for r in cur.fetchall()]:
                 changed = run.status != status
                 note = reason if reason is not None else (f"marked {status} by hand" if changed else None)
                 if changed or (note is not None and note != run.status_reason):
+                    # the mark is kept in provenance too: it overrides every declaration's own outcome
+                    provenance = dict(run.provenance)
+                    entry = {"status": status, "reason": note, "by": marked_by, "at": at.isoformat()}
+                    provenance["marks"] = [*provenance.get("marks", []), entry]
                     self._execute(
                         cur,
-                        "UPDATE runs SET status = %s, status_reason = %s, updated_at = %s WHERE run_id = %s",
-                        (status, note, now, run.run_id),
+                        "UPDATE runs SET status = %s, status_reason = %s, provenance = %s, updated_at = %s "
+                        "WHERE run_id = %s",
+                        (status, note, json.dumps(provenance, sort_keys=True, default=str), now, run.run_id),
                     )
                 marked.append(MarkedRun(run, status, note if note is not None else run.status_reason))
         return marked
+
+    def accept_level(self, series: str, backend: str, suite: str, *, since: str, reason: str,
+                     by: str) -> dict[str, Any]:
+        """Accept a series' level from a night on, in one transaction (see :mod:`airflow_metric_gate.accept`).
+
+        :param series: the series name.
+        :param backend: the backend.
+        :param suite: the suite.
+        :param since: the first night of the new level: a store run id, or an ISO 8601 logical date.
+        :param reason: why (required).
+        :param by: who accepts.
+        :return: ``{"since", "since_run_id", "nights", "marked"}``.
+        :raises StoreInputError: no reason, or no baseline night of the series at or after ``since``.
+        """
+        if not reason or not reason.strip():
+            raise StoreInputError("accepting a level needs a reason")
+        at = datetime.now(timezone.utc)
+        with self._transaction() as cur:
+            self._execute(cur, "SELECT logical_date FROM runs WHERE run_id = %s AND series = %s AND backend = %s "
+                          "AND suite = %s", (since, series, backend, suite))
+            row = cur.fetchone()
+            if row is not None:
+                start = self._from_ts(row[0])
+            else:
+                try:
+                    start = utc(parse_datetime(since, "--since"))
+                except (ValueError, OverflowError):
+                    raise StoreInputError(
+                        f"--since {since!r} is neither a store run id of series {series!r} (backend {backend!r}, "
+                        f"suite {suite!r}) nor an ISO 8601 date") from None
+            self._execute(
+                cur, f"SELECT {RUN_COLUMNS} FROM runs WHERE series = %s AND backend = %s AND suite = %s "
+                "AND role = 'baseline' AND status <> 'pending' AND logical_date >= %s "
+                f"ORDER BY logical_date, run_id{self._lock_rows}",
+                (series, backend, suite, self._ts(start)),
+            )
+            runs = [self._run_from_row(r) for r in cur.fetchall()]
+            if not runs:
+                raise StoreInputError(
+                    f"series {series!r} (backend {backend!r}, suite {suite!r}) has no judged baseline night at or "
+                    f"after {start.isoformat()}; nothing was changed")
+            now = self._ts(at)
+            note = f"accepted level since {runs[0].logical_date.isoformat()} by {by}: {reason.strip()}"
+            self._execute(cur, "UPDATE runs SET rebaseline = %s, updated_at = %s WHERE run_id = %s",
+                          (self._bool(True), now, runs[0].run_id))
+            marked = 0
+            for run in runs:
+                provenance = dict(run.provenance)
+                entry = {"status": "trusted", "reason": note, "by": by, "at": at.isoformat(), "accept": True}
+                provenance["marks"] = [*provenance.get("marks", []), entry]
+                marked += run.status != "trusted"
+                self._execute(
+                    cur, "UPDATE runs SET status = %s, status_reason = %s, provenance = %s, updated_at = %s "
+                    "WHERE run_id = %s",
+                    ("trusted", note, json.dumps(provenance, sort_keys=True, default=str), now, run.run_id),
+                )
+        return {"since": runs[0].logical_date.isoformat(), "since_run_id": runs[0].run_id, "nights": len(runs),
+                "marked": marked}
 
     def mark(self, status: str, *, by: str, key: str, reason: str | None = None, **scope: str | None) -> int:
         """Mark runs trusted or untrusted (see :meth:`mark_runs`); return how many changed status.
@@ -486,7 +565,7 @@ class MetricStore:
             run_id=row[0], series=row[1], backend=row[2], suite=row[3], role=row[4], status=row[5],
             logical_date=self._from_ts(row[6]), provenance=json.loads(row[7] or "{}"),
             declarations=json.loads(row[8] or "[]"), selection_errors=json.loads(row[9] or "[]"),
-            status_reason=row[10], rebaseline=bool(row[11]),
+            status_reason=row[10], rebaseline=bool(row[11]), outcomes=json.loads(row[12] or "{}"),
         )
 
     def get_run(self, run_id: str) -> RunRow | None:
@@ -577,6 +656,50 @@ class MetricStore:
                 self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_id))
                 history = dict(cur.fetchall()) if arrays else _group_by_ordinal(cur.fetchall())
         return current, history
+
+    def run_values(self, run_id: str) -> list[ValueRow]:
+        """Return a run's values in ordinal order.
+
+        :param run_id: the store run id.
+        """
+        with self._transaction() as cur:
+            self._execute(
+                cur,
+                "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step "
+                "FROM metric_values WHERE run_id = %s ORDER BY ordinal",
+                (run_id,),
+            )
+            return [ValueRow(*row) for row in cur.fetchall()]
+
+    def judged_candidates(self, run_id: str, limit: int) -> list[tuple[str, datetime, str, str | None, dict]]:
+        """Return the earlier judged baseline nights of a run, oldest first (see :data:`CANDIDATE_RUNS_SQL`).
+
+        :param run_id: the store run id.
+        :param limit: at most this many nights, the most recent.
+        :return: ``(run_id, logical_date, status, latest mark's status or None, outcomes)`` per night.
+        """
+        with self._transaction() as cur:
+            self._execute(cur, CANDIDATE_RUNS_SQL, (run_id, run_id, limit))
+            rows = cur.fetchall()
+        out = []
+        for rid, date, status, provenance, outcomes in reversed(rows):
+            marks = json.loads(provenance or "{}").get("marks") or []
+            out.append((rid, self._from_ts(date), status, marks[-1].get("status") if marks else None,
+                        json.loads(outcomes or "{}")))
+        return out
+
+    def values_in_runs(self, run_id: str, run_ids: Sequence[str]) -> list[tuple[int, str, float]]:
+        """Return, for each coordinate of a run, its value in each of some other runs, in one statement.
+
+        :param run_id: the store run id whose coordinates are read.
+        :param run_ids: the other runs.
+        :return: ``(ordinal, other run id, value)`` rows.
+        """
+        if not run_ids:
+            return []
+        with self._transaction() as cur:
+            self._execute(cur, run_values_sql(len(run_ids)), (*run_ids, run_id))
+            return list(cur.fetchall())
 
     def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
         """Return the history window of a run, in one statement (see :data:`HISTORY_WINDOW_SQL`).

@@ -23,6 +23,27 @@ _ADVISORY_LOCK_KEY = 0x6D67617465  # "mgate"
 _NULL = "\\N"
 _QUERY_CANCELED = "57014"
 
+#: SQLSTATEs of the server's refusals that no retry cures: the settings or the grants are wrong.
+_REFUSED_SQLSTATES = {
+    "3D000": "the database does not exist",
+    "28000": "the server refused this user (role unknown, or no pg_hba.conf entry lets it in)",
+    "28P01": "the password was refused",
+    "42501": "permission denied",
+    "3F000": "the schema does not exist",
+}
+
+#: What libpq says when a connection is refused for its settings (a refusal at connection time
+#: carries no SQLSTATE in psycopg2): (text in the message, what it means).
+_REFUSED_AT_CONNECT = (
+    ("password authentication failed", "the password was refused"),
+    ("no password supplied", "the server asks for a password and none was given"),
+    ("no pg_hba.conf entry", "the server's pg_hba.conf lets no such connection in"),
+    ("permission denied", "permission denied"),
+    ("does not exist", "the database or the role does not exist"),
+    ("authentication failed", "authentication failed"),
+    ("is not permitted to log in", "the role may not log in"),
+)
+
 
 def _sqlstate(exc: BaseException) -> str | None:
     """The SQLSTATE of a psycopg2 or psycopg 3 error, if it has one."""
@@ -157,6 +178,26 @@ class PostgresStore(MetricStore):
                 "set statement_timeout in the store URL's query or the Airflow connection's extra)"
             )
         return text
+
+    def _refusal(self, exc: BaseException) -> str | None:
+        """The server refused the settings or the grants (database, role, password, permission): bad input.
+
+        Only a server that cannot be reached, or stops answering, is an outage worth retrying.
+        """
+        if not isinstance(exc, self.driver_errors):
+            return None
+        code = _sqlstate(exc)
+        meaning = _REFUSED_SQLSTATES.get(code) if code else None
+        if meaning is None and code is None and isinstance(exc, self.outage_errors):
+            text = str(exc)
+            if "FATAL" in text or "fe_sendauth" in text:
+                meaning = next((m for needle, m in _REFUSED_AT_CONNECT if needle in text), None)
+        if meaning is None:
+            return None
+        return (
+            f"{meaning}: {self._error_text(exc)}; fix the store URL or the Airflow connection (database, user, "
+            "password) or the user's grants: retrying will not help"
+        )
 
     def _cause(self, exc: BaseException) -> BaseException | None:
         shown = str(exc)

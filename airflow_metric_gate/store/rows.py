@@ -37,6 +37,9 @@ class RunRow:
     selection_errors: list = field(default_factory=list)
     status_reason: str | None = None
     rebaseline: bool = False
+    #: What each declaration's night was, by ``json.dumps([metric_key, steps_key, constraint_key])``,
+    #: written with the status (see :meth:`MetricStore.set_status`); empty until evaluated.
+    outcomes: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

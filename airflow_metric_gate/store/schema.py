@@ -81,9 +81,13 @@ _V2 = {
 # history of a coordinate over nights (each run's value is then one lookup in the run-coordinate key).
 _V3 = ["CREATE INDEX IF NOT EXISTS runs_series_date_idx ON runs (series, backend, suite, logical_date, run_id)"]
 
+# Version 4: what each declaration's night was (the calibrated policy's trust per declaration, its
+# level shifts and drifts, and the cause of an untrusted night), as JSON written with the status.
+_V4 = ["ALTER TABLE runs ADD COLUMN outcomes {json}"]
+
 #: Every migration in order; version N is MIGRATIONS[N - 1]: statements for both dialects, or a
 #: dialect -> statements mapping where they differ.
-MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2, _V3]
+MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2, _V3, _V4]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

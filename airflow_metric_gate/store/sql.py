@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["BASELINE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS", "baseline_sql", "equal_to"]
+__all__ = ["BASELINE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS", "baseline_sql", "equal_to",
+           "run_values_sql"]
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
 #: before its logical date (``fence``), shared by the statements that read its earlier runs.
@@ -29,6 +30,20 @@ SELECT r.run_id
 FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
 CROSS JOIN fence
 WHERE r.role = 'baseline' AND r.status = 'trusted'
+  AND r.logical_date < cur.logical_date AND r.run_id <> %s
+  AND (fence.since IS NULL OR r.logical_date >= fence.since)
+ORDER BY r.logical_date DESC, r.run_id DESC
+LIMIT %s
+"""
+
+#: The earlier baseline nights of a run that are judged (trusted or untrusted), not before the latest
+#: rebaseline marker, the most recent first: the calibrated policy picks each declaration's history
+#: from them (trust per declaration).
+CANDIDATE_RUNS_SQL = _CUR_AND_FENCE + """
+SELECT r.run_id, r.logical_date, r.status, r.provenance, r.outcomes
+FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+CROSS JOIN fence
+WHERE r.role = 'baseline' AND r.status <> 'pending'
   AND r.logical_date < cur.logical_date AND r.run_id <> %s
   AND (fence.since IS NULL OR r.logical_date >= fence.since)
 ORDER BY r.logical_date DESC, r.run_id DESC
@@ -70,6 +85,22 @@ WHERE c.run_id = %s
 _BASELINE_RUN_BRANCH = "SELECT metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
 
 
+_RUN_VALUES_BRANCH = (
+    "SELECT run_id, metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
+)
+
+
+def run_values_sql(runs: int) -> str:
+    """Return the statement reading, for each coordinate of a run, its value in each of ``runs`` other runs.
+
+    Parameters: the other run ids, then the run id.  Rows: ``(ordinal, other run id, value)``.
+
+    :param runs: how many other run ids are bound.
+    """
+    branches = "\n    UNION ALL ".join([_RUN_VALUES_BRANCH] * runs)
+    return _BASELINE_SQL.format(select="h.run_id, h.value", runs=branches, group="")
+
+
 def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:
     """Return the statement reading the baselines of a run from ``baseline_runs`` baseline runs.
 
@@ -92,7 +123,7 @@ def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:
 #: The columns of ``runs`` that :class:`~airflow_metric_gate.store.rows.RunRow` is read from, in its order.
 RUN_COLUMNS = (
     "run_id, series, backend, suite, role, status, logical_date, provenance, declarations, "
-    "selection_errors, status_reason, rebaseline"
+    "selection_errors, status_reason, rebaseline, outcomes"
 )
 
 

@@ -63,6 +63,12 @@ class SQLiteStore(MetricStore):
                 raise StoreInputError(
                     f"cannot create the folder of the metric store {self.path}: {exc.strerror}"
                 ) from exc
+            if _read_only_file_system(folder):
+                raise StoreInputError(
+                    f"cannot write the metric store {self.path}: its folder is on a file system mounted read-only; "
+                    "a command that writes needs a writable store (another --store, or remount it read-write), "
+                    "and retrying will not help"
+                )
             if not os.path.exists(self.path) and not os.access(folder, os.W_OK | os.X_OK):
                 raise StoreInputError(
                     f"cannot create the metric store {self.path}: its folder is not writable by this user"
@@ -105,7 +111,18 @@ class SQLiteStore(MetricStore):
             ) from exc
 
     def _refusal(self, exc: BaseException) -> str | None:
-        if not isinstance(exc, sqlite3.Error) or not _is_read_only_error(exc):
+        if not isinstance(exc, sqlite3.Error):
+            return None
+        if not self.read_only and self.path != ":memory:" and _has_code(exc, _SQLITE_CANTOPEN):
+            folder = os.path.dirname(os.path.abspath(self.path))
+            if _read_only_file_system(folder) or not os.access(folder, os.W_OK | os.X_OK):
+                # the file exists but its -wal and -shm files cannot be created next to it
+                return (
+                    f"cannot write the metric store {self.path}: its folder is not writable (read-only file system "
+                    f"or permissions: {self._error_text(exc)}); a command that writes needs to create "
+                    f"{self.path}-wal and -shm there, and retrying will not help"
+                )
+        if not _is_read_only_error(exc):
             return None
         return (
             f"the file {self.path}, its folder, or its -wal or -shm file is not writable by this user "
@@ -168,6 +185,21 @@ def _has_code(exc: BaseException, code: int) -> bool:
 def _is_read_only_error(exc: BaseException) -> bool:
     """Whether a SQLite error says the database, or its folder, cannot be written."""
     return _has_code(exc, _SQLITE_READONLY)
+
+
+def _read_only_file_system(folder: str) -> bool:
+    """Whether the file system holding ``folder`` (or its nearest existing parent) is mounted read-only."""
+    path = folder
+    while True:
+        try:
+            return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+        except FileNotFoundError:
+            parent = os.path.dirname(path)
+            if parent == path:
+                return False
+            path = parent
+        except (OSError, AttributeError):  # no statvfs (Windows), or not allowed to ask: let SQLite say
+            return False
 
 
 _UNKNOWN = object()

@@ -47,9 +47,10 @@ def test_every_endpoint_refuses_anonymous_and_dagless_users(ui_server: UiServer)
     assert status in (401, 403)
 
     outsider = ui_server.token("outsider")
-    for path in (_series_path(), _task_path(ui_server)):
+    # a series the user may not read answers as one that does not exist (no existence oracle)
+    for path, expected in ((_series_path(), 404), (_task_path(ui_server), 403)):
         status, body = ui_server.request(path, token=outsider)
-        assert status == 403, (path, body[:300])
+        assert status == expected, (path, body[:300])
     status, body = ui_server.request("/metric-gate/", token=outsider)
     assert status == 200 and SERIES not in body  # the index lists only readable series
 
@@ -68,7 +69,7 @@ def test_marking_needs_edit_permission_a_reason_and_the_form_token(ui_server: Ui
     status, page = ui_server.request(_series_path(), token=admin)
     assert status == 200
     token = re.search(
-        rf'name="run_id" value="{run_id}">.*?name="token" value="([0-9a-f]+)"', page, flags=re.S
+        rf'name="run_id" value="{run_id}">.*?name="token" value="([0-9a-f.]+)"', page, flags=re.S
     ).group(1)
     form = {"run_id": run_id, "status": "trusted", "reason": "reward drop is the new eval prompt",
             "token": token, "next": "series?series=" + SERIES}
@@ -93,8 +94,13 @@ def test_marking_needs_edit_permission_a_reason_and_the_form_token(ui_server: Ui
         assert run.status == "trusted"
         assert run.provenance["marks"][-1]["by"] == "admin"
         assert run.provenance["marks"][-1]["reason"] == form["reason"]
-        # put it back for the other tests
-        back = {**form, "status": "untrusted", "reason": "back to the evaluated status"}
+        assert ui_server.request("/metric-gate/mark", token=admin, data=body)[0] == 403  # a token marks once
+        # put it back for the other tests, with the form the page now offers
+        _, page = ui_server.request(_series_path(), token=admin)
+        token = re.search(
+            rf'name="run_id" value="{run_id}">.*?name="token" value="([0-9a-f.]+)"', page, flags=re.S
+        ).group(1)
+        back = {**form, "status": "untrusted", "reason": "back to the evaluated status", "token": token}
         assert ui_server.request("/metric-gate/mark", token=admin, data=urllib.parse.urlencode(back).encode())[0] == 303
         assert store.get_run(run_id).status == "untrusted"
 

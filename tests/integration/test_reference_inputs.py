@@ -14,6 +14,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.cli import main
+from airflow_metric_gate.declarations import DeclarationError
 from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
 from airflow_metric_gate.operators.ingest import IngestRecordOperator
 from airflow_metric_gate.operators.persist import PersistValuesOperator
@@ -234,8 +235,137 @@ def test_same_coordinates_with_conflicting_enforce_is_an_error_naming_both_place
     code, verdict, err = via_cli(store_url, record, gates, capsys=capsys)
     assert code == 2 and verdict is None
     assert "enforce" in err and f"{gates}:2" in err and f"{gates}:5" in err, err
-    with pytest.raises(AirflowFailException, match="enforce") as failed:
+    # found when the operator is built (the DAG is parsed), before any night runs
+    with pytest.raises((AirflowFailException, DeclarationError), match="enforce") as failed:
         via_operators(store_url, record, gates, monkeypatch)
     assert f"{gates}:2" in str(failed.value) and f"{gates}:5" in str(failed.value)
     with open_store(store_url) as store:
         assert store.count("runs") == 0
+
+
+# -- 5. values that are not numbers are dropped, and reported ------------------------------------
+
+REWARD_LIST_500 = "  - metric_key: rollout/raw_reward\n    steps: [500]\n    constraint: {rel_up: 0.5, rel_down: 0.5}\n"
+
+
+@pytest.mark.parametrize("value", [None, True, "nan"], ids=["null", "bool", "string"])
+def test_a_dropped_value_keeps_the_reference_status_and_is_reported_with_step_file_and_line(gate, tmp_path, value):
+    record = _record(
+        tmp_path / "night.jsonl",
+        {"metric": "train/grad_norm", "series": [[0, 1.0]]},
+        {"metric": "rollout/raw_reward", "series": [[0, value], [1, 1.1]]},
+    )
+    gates = _gates(tmp_path / "gates.yaml", REWARD_ALL)
+
+    verdict, messages = gate(record, gates)
+
+    assert verdict["trusted"] is True and verdict["counts"]["INACTIVE"] == 1, verdict  # as the reference decides
+    assert _results(verdict) == [("rollout/raw_reward", "INACTIVE", 1, 1.1)]
+    [warning] = verdict["warnings"]
+    assert warning["kind"] == "dropped_value"
+    assert (warning["metric_key"], warning["step"], warning["value"]) == ("rollout/raw_reward", 0, json.dumps(value))
+    assert (warning["file"], warning["line"]) == (str(record), 2)
+    assert f"{record} line 2" in warning["message"] and "not a number" in warning["message"]
+    assert f"warning: metric 'rollout/raw_reward' step 0: value {json.dumps(value)} ({record} line 2)" in messages
+
+
+def test_a_listed_step_whose_value_was_dropped_says_so_instead_of_missing(gate, tmp_path):
+    record = _record(tmp_path / "night.jsonl", {"metric": "rollout/raw_reward", "series": [[499, 0.5], [500, "nan"]]})
+    gates = _gates(tmp_path / "gates.yaml", REWARD_LIST_500)
+
+    verdict, _ = gate(record, gates)
+
+    [error] = verdict["results"]
+    assert error["status"] == "ERROR" and verdict["trusted"] is False
+    assert "missing from the record" not in error["reason"], error["reason"]
+    assert f'listed step 500: its value "nan" ({record} line 1) is not a number' in error["reason"]
+    assert verdict["warnings"][0]["step"] == 500
+
+
+def test_a_record_without_dropped_values_has_no_warnings_field(gate, tmp_path):
+    record = _record(tmp_path / "night.jsonl", {"metric": "rollout/raw_reward", "series": [[0, 0.5], [1, 0.6]]})
+    verdict, _ = gate(record, _gates(tmp_path / "gates.yaml", REWARD_ALL))
+    assert "warnings" not in verdict
+
+
+# -- 6. gates files with a byte order mark or a coding cookie ------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("gates.yaml", "\ufeffgates:\n" + REWARD_ALL),
+        ("gates.json", '\ufeff[{"metric_key": "rollout/raw_reward", "steps": "all", '
+                       '"constraint": {"rel_up": 0.2, "rel_down": 0.2}}]'),
+        ("test_gates.py", '\ufeffregister_ci_gate(metric_key="rollout/raw_reward")\n'),
+    ],
+    ids=["yaml-bom", "json-bom", "python-bom"],
+)
+def test_gates_files_with_a_byte_order_mark_are_read(gate, tmp_path, name, content):
+    gates = tmp_path / name
+    gates.write_bytes(content.encode("utf-8"))
+    record = _record(tmp_path / "night.jsonl", {"metric": "rollout/raw_reward", "series": [[0, 0.5], [1, 0.6]]})
+
+    verdict, _ = gate(record, gates)
+
+    assert verdict["counts"]["INACTIVE"] == 2 and verdict["trusted"] is True
+
+
+def test_a_python_gates_file_with_a_coding_cookie_is_read_in_its_encoding(gate, tmp_path):
+    gates = tmp_path / "test_gates.py"
+    gates.write_bytes('# -*- coding: latin-1 -*-\n# récompense\nregister_ci_gate(metric_key="rollout/raw_reward")\n'
+                      .encode("latin-1"))
+    record = _record(tmp_path / "night.jsonl", {"metric": "rollout/raw_reward", "series": [[0, 0.5]]})
+
+    verdict, _ = gate(record, gates)
+
+    assert _results(verdict) == [("rollout/raw_reward", "INACTIVE", 0, 0.5)]
+
+
+# -- 7. where the reference gate is lenient: judged as it judges, with a warning -----------------
+
+
+def test_an_empty_metric_key_is_gated_as_written_with_a_warning_naming_file_and_line(gate, tmp_path):
+    gates = _write(tmp_path / "test_gates.py", "\n".join([
+        'register_ci_gate(metric_key="rollout/raw_reward")',
+        'register_ci_gate(metric_key="", steps="all", constraint={"rel_up": 0.5, "rel_down": 0.5})', ""]))
+    record = _record(tmp_path / "night.jsonl",
+                     {"metric": "rollout/raw_reward", "series": [[0, 0.5]]}, {"metric": "", "series": [[0, 2.0]]})
+
+    verdict, messages = gate(record, gates)
+
+    assert _results(verdict) == [("rollout/raw_reward", "INACTIVE", 0, 0.5), ("", "INACTIVE", 0, 2.0)]
+    assert f"{gates}:2 has an empty metric_key" in messages
+    assert {"kind": "record", "message": f'{record}:2: the metric is named "" (empty): only a gate whose '
+            'metric_key is "" gates it'} in verdict["warnings"]
+
+
+@pytest.mark.parametrize("name", [5, None, True], ids=["number", "null", "bool"])
+def test_a_record_line_whose_metric_is_not_a_string_is_not_gated_and_is_reported(gate, tmp_path, name):
+    record = _record(
+        tmp_path / "night.jsonl",
+        {"metric": "rollout/raw_reward", "series": [[0, 0.5]]},
+        {"metric": name, "series": [[0, 9.0]]},
+    )
+    verdict, messages = gate(record, _gates(tmp_path / "gates.yaml", REWARD_ALL))
+
+    assert _results(verdict) == [("rollout/raw_reward", "INACTIVE", 0, 0.5)]
+    [warning] = verdict["warnings"]
+    assert warning["kind"] == "record" and warning["message"].startswith(f"{record}:2: \"metric\" is ")
+    assert "is not gated" in warning["message"] and f"warning: {record}:2:" in messages
+
+
+def test_last_gates_the_last_point_of_the_last_line_when_a_resumed_trainer_restarts_lower(gate, tmp_path):
+    record = _record(
+        tmp_path / "night.jsonl",
+        {"metric": "rollout/raw_reward", "series": [[0, 0.5], [1, 0.6], [2, "NaN"]]},  # abandoned at step 2
+        {"metric": "rollout/raw_reward", "series": [[0, 0.55], [1, 0.65]]},  # restarted from step 0
+    )
+    gates = _gates(tmp_path / "gates.yaml", "  - metric_key: rollout/raw_reward\n    steps: last\n"
+                   "    constraint: {rel_up: 0.5, rel_down: 0.5}\n")
+
+    verdict, _ = gate(record, gates)
+
+    assert verdict["trusted"] is True, verdict
+    [last] = verdict["results"]
+    assert (last["status"], last["current"], last["at_step"]) == ("INACTIVE", 0.65, 1)

@@ -30,12 +30,20 @@ def test_a_version_1_store_is_upgraded_in_place_and_then_holds_64_bit_steps(stor
     assert SCHEMA_VERSION >= 2
     with open_store(store_url) as store:
         _create_v1(store)
-        store._schema_ready = True  # write as version 1 would have
-        store.write_run(_run("old", 1), [ValueRow(0, *COORD, 7, 0.5, 7)])
+        # write a run and a value as version 1 did (its columns only)
+        with store._transaction(schema=False) as cur:
+            store._execute(cur, "INSERT INTO runs (run_id, series, backend, suite, role, status, logical_date, "
+                           "created_at, updated_at, rebaseline) VALUES ('old', 's', 'cuda', 'default', 'baseline', "
+                           "'trusted', %s, %s, %s, %s)", (*[store._ts(datetime(2026, 1, 1, tzinfo=timezone.utc))] * 3,
+                                                         store._bool(False)))
+            store._execute(cur, "INSERT INTO metric_values (run_id, metric_key, steps_key, constraint_key, step, "
+                           "value, at_step, ordinal) VALUES ('old', %s, %s, %s, 7, 0.5, 7, 0)", COORD)
     with open_store(store_url) as store:
         assert store.schema_version() == 1
         assert store.upgrade() == (1, SCHEMA_VERSION)
         assert store.history("m", series="s")[0]["step"] == 7  # the old row is kept
+        old = store.get_run("old")
+        assert (old.status, old.outcomes) == ("trusted", {})  # its status kept; no outcomes before version 4
         big = [2**31, 2**62, 2**63 - 1]
         store.write_run(_run("new", 2), [ValueRow(i, *COORD, s, 1.0, s) for i, s in enumerate(big)])
         rows = store.history("m", series="s")

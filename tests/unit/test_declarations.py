@@ -210,8 +210,7 @@ def test_zero_constraint_values_are_allowed():
         ({"enforce": 1}, "field 'enforce': must be true or false, got 1"),
         ({"enforce": "yes"}, "field 'enforce': must be true or false, got 'yes'"),
         ({"allowlist_reason": 3}, "field 'allowlist_reason': must be a string, got 3"),
-        ({"metric_key": ""}, "field 'metric_key': must be a non-empty string, got ''"),
-        ({"metric_key": None}, "field 'metric_key': must be a non-empty string, got None"),
+        ({"metric_key": None}, "field 'metric_key': must be a string, got None"),
     ],
 )
 def test_other_fields_are_validated(kwargs, message):
@@ -223,7 +222,8 @@ def test_unknown_field_is_an_error():
     with pytest.raises(DeclarationError) as info:
         resolve_declarations([{"metric_key": "m", "steps": "all", "constraint": C, "step": 3}])
     assert "gate 1 (m): field 'step': unknown field (allowed: metric_key, steps, constraint, enforce, " \
-           "allowlist_reason, min_failing_steps, band, mad_k, night_mean_k, severity)" in str(info.value)
+           "allowlist_reason, min_failing_steps, band, mad_k, night_mean_k, severity, policy, " \
+           "direction)" in str(info.value)
 
 
 def test_enforce_and_allowlist_reason_are_kept():
@@ -429,7 +429,7 @@ def test_json_error_names_file_gate_and_field(tmp_path):
         ("gates.yaml", "", "the gates file is empty"),
         ("gates.yaml", "gates: {metric_key: m}\n", "field 'gates': must be a list of gate declarations"),
         ("gates.yaml", "gate: []\n",
-         "field 'gate': unknown field (a gates file mapping holds: gates, defaults)"),
+         "field 'gate': unknown field (a gates file mapping holds: gates, defaults, policy)"),
         ("gates.yaml", "defaults: {}\n", "field 'gates': missing"),
         ("gates.yaml", "just text\n", "a gates file must hold a list of gates"),
         ("gates.yaml", "- just text\n", "gate 1: a gate must be a mapping"),
@@ -560,7 +560,7 @@ def test_ci_gate_syntax_error_names_the_line(tmp_path):
         ({"constraint": {"rel_up": True, "rel_down": 0.1}}, "constraint: {rel_up: true, rel_down: 0.1}",
          'constraint={"rel_up": True, "rel_down": 0.1}'),
         ({"enforce": "yes"}, "enforce: 'yes'", 'enforce="yes"'),
-        ({"direction": "up"}, "direction: up", 'direction="up"'),
+        ({"side": "up"}, "side: up", 'side="up"'),
     ],
 )
 def test_same_rule_gives_the_same_message_from_every_source(tmp_path, python, yaml_text, py_text):
@@ -577,7 +577,7 @@ def test_same_rule_gives_the_same_message_from_every_source(tmp_path, python, ya
     messages.append(_load_error(py_path).message)
     assert messages[0].startswith("gate 1 (train/grad_norm): field ")
     assert len(set(messages)) == 1, messages
-    if "direction" not in python:
+    if "side" not in python:
         with pytest.raises(DeclarationError) as info:
             declare("train/grad_norm", **python)
         assert info.value.message == messages[0].replace("gate 1 ", "gate ", 1)

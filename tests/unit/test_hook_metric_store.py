@@ -95,9 +95,18 @@ def test_postgres_and_sqlite_connections_keep_working(monkeypatch, tmp_path):
     assert isinstance(MetricStoreHook().get_store(), SQLiteStore)
 
 
-def test_unreadable_connection_is_unavailable(monkeypatch):
+def test_a_connection_that_is_not_defined_is_bad_input(monkeypatch):
     monkeypatch.delenv("AIRFLOW_CONN_NOWHERE", raising=False)
-    with pytest.raises(StoreUnavailable, match="cannot read Airflow connection 'nowhere'"):
+    with pytest.raises(StoreInputError, match="Airflow connection 'nowhere' of the metric store is not defined"):
+        MetricStoreHook("nowhere").get_store()
+
+
+def test_a_secrets_backend_that_fails_is_unavailable(monkeypatch):
+    def broken(cls, conn_id):
+        raise ConnectionError("vault is down")
+
+    monkeypatch.setattr(MetricStoreHook, "get_connection", classmethod(broken))
+    with pytest.raises(StoreUnavailable, match="cannot read Airflow connection 'nowhere'.*vault is down"):
         MetricStoreHook("nowhere").get_store()
 
 

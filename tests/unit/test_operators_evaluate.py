@@ -257,3 +257,30 @@ def test_a_newline_in_a_metric_key_cannot_forge_a_log_line(db, capsys):
     lines = _output(capsys).splitlines()
     assert not [line for line in lines if line.lstrip().startswith("metric-gate: rl-7b run x")]
     assert "\n" not in str(err.value)
+
+
+def test_failure_message_lists_only_the_results_that_block(db):
+    """A non-enforced declaration's FAIL is reported in the verdict, never named as enforced in the failure."""
+    enforced = declare("rollout/raw_reward", steps="all", constraint=CONSTRAINT, enforce=True)
+    reported = declare("train/grad_norm", steps="all", constraint=CONSTRAINT)
+
+    def night(day, reward, grad):
+        selections = [Selection(enforced, points=[(s, reward, s) for s in range(3)]),
+                      Selection(reported, points=[(s, grad, s) for s in range(3)])]
+        ctx = context(run_type="scheduled", logical_date=FIRST_NIGHT + timedelta(days=day), run_id=f"scheduled__{day}")
+        persisted = PersistValuesOperator(task_id="persist_values", series="rl-7b",
+                                          selection=selection_to_payload(selections)).execute(ctx)
+        return ctx, persisted
+
+    for day in range(2):
+        ctx, persisted = night(day, 0.8, 1.0)
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted).execute(ctx)
+    ctx, persisted = night(2, 0.4, 9.0)  # both regress; only the reward is enforced
+    with pytest.raises(AirflowFailException) as err:
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted).execute(ctx)
+    verdict = ctx["ti"].pushed["return_value"]
+    assert verdict["blocking"] == 3 and verdict["counts"]["FAIL"] == 6
+    assert {r["metric_key"] for r in verdict["results"] if r.get("blocking")} == {"rollout/raw_reward"}
+    message = str(err.value)
+    assert "3 enforced FAIL/ERROR result(s)" in message and "rollout/raw_reward" in message
+    assert "train/grad_norm" not in message.split("result(s):", 1)[1]

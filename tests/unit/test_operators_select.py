@@ -132,9 +132,31 @@ def test_relative_gates_file_is_found_beside_the_dag_file(tmp_path, record, gate
         [{"metric_key": "train/grad_norm", "constraint": {"direction": "up"}}],
     ],
 )
-def test_invalid_declarations_fail_without_retry(record, gates):
+def test_invalid_declarations_in_the_dag_file_are_refused_when_the_dag_is_parsed(record, gates):
+    with pytest.raises(DeclarationError, match="gate 1"):
+        SelectStepsOperator(task_id="select", record=str(record), gates=gates)
+
+
+def test_a_bad_local_gates_file_is_refused_when_the_dag_is_parsed_naming_file_and_line(record, tmp_path):
+    bad = tmp_path / "gates.yaml"
+    bad.write_text("gates:\n  - metric_key: train/grad_norm\n    steps: sometimes\n")
+    with pytest.raises(DeclarationError) as info:
+        SelectStepsOperator(task_id="select", record=str(record), gates_file=str(bad))
+    assert str(info.value).startswith(f"{bad}:2: ") and "steps" in str(info.value)
+
+
+def test_a_templated_or_remote_gates_file_is_not_read_when_the_dag_is_parsed(record):
+    for path in ("{{ params.gates_file }}", "s3://bucket/gates.yaml", "/no/such/gates.yaml"):
+        SelectStepsOperator(task_id="select", record=str(record), gates_file=path)  # checked by the night's task
+
+
+def test_a_gates_file_broken_after_the_dag_was_parsed_fails_the_night_without_retry(record, tmp_path):
+    path = tmp_path / "gates.yaml"
+    path.write_text("gates:\n  - metric_key: train/grad_norm\n")
+    op = SelectStepsOperator(task_id="select", record=str(record), gates_file=str(path))
+    path.write_text("gates:\n  - metric_key: my/metric\n")  # no defaults entry
     with pytest.raises(AirflowFailException, match="invalid gate declarations"):
-        SelectStepsOperator(task_id="select", record=str(record), gates=gates).execute(context())
+        op.execute(context())
 
 
 def test_a_gate_in_both_gates_file_and_gates_is_gated_once(record, gates_file, capsys):
@@ -151,13 +173,13 @@ def test_a_gate_in_both_gates_file_and_gates_is_gated_once(record, gates_file, c
     [("enforce", {"enforce": True}), ("allowlist_reason", {"allowlist_reason": "known"}),
      ("min_failing_steps", {"min_failing_steps": 3})],
 )
-def test_a_gate_in_both_gates_file_and_gates_that_disagree_fails_without_retry(record, gates_file, field, other):
+def test_a_gate_in_both_gates_file_and_gates_that_disagree_is_refused_when_the_dag_is_parsed(
+    record, gates_file, field, other
+):
     gates = [{"metric_key": "train/grad_norm", **other}]
-    operator = SelectStepsOperator(task_id="select", record=str(record), gates_file=str(gates_file), gates=gates)
-    with pytest.raises(AirflowFailException, match=f"declared twice with different {field}") as info:
-        operator.execute(context())
+    with pytest.raises(DeclarationError, match=f"declared twice with different {field}") as info:
+        SelectStepsOperator(task_id="select", record=str(record), gates_file=str(gates_file), gates=gates)
     assert f"{gates_file}:2" in str(info.value) and "select: gate 1" in str(info.value)
-    assert isinstance(info.value.__cause__, DeclarationError)  # bad input: the project's error, never retried
 
 
 def test_missing_gates_file_fails_without_retry(record, tmp_path):
@@ -173,4 +195,4 @@ def test_no_declarations_source_is_an_error(record):
 
 
 def test_templated_fields():
-    assert set(SelectStepsOperator.template_fields) == {"record", "gates_file", "format", "storage_conn_id"}
+    assert set(SelectStepsOperator.template_fields) == {"record", "gates_file", "format", "storage_conn_id", "policy"}

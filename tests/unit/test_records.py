@@ -224,8 +224,8 @@ def test_unknown_format_is_an_error(tmp_path):
         ('"text"', 'expected a JSON object with "metric" and "series"'),
         ('{"series": [[0, 1]]}', "field 'metric': missing"),
         ('{"metric": "m"}', "field 'series': missing"),
-        ('{"metric": "", "series": []}', "field 'metric': must be a non-empty string"),
-        ('{"metric": 3, "series": []}', "field 'metric': must be a non-empty string, got number 3"),
+        ('{"metric": [3], "series": []}', "field 'metric': must be a string, got array [3]"),
+        ('{"metric": {"a": 1}, "series": []}', "field 'metric': must be a string, got object"),
         ('{"metric": "m", "series": {"0": 1}}', "field 'series': must be an array of [step, value] points"),
         ('{"metric": "m", "series": null}',
          "field 'series': must be an array of [step, value] points, got null"),
@@ -373,3 +373,38 @@ def test_unreadable_entries_are_errors_naming_the_path(tmp_path, kind):
     assert err.path == str(bad)
     if kind in ("fifo", "socket"):
         assert _error(bad).path == str(bad)  # as the record itself, too
+
+
+# -- what the reference gate reads leniently: read the same way, with a warning -----------------
+
+
+def test_a_line_whose_metric_is_not_a_string_is_skipped_with_a_warning_naming_file_and_line(tmp_path):
+    path = _write(tmp_path / "record.jsonl", {"metric": "ok", "series": [[0, 1.0]]},
+                  '{"metric": 3, "series": [[0, 2]]}', '{"metric": null, "series": []}')
+    record = read_record(path)
+    assert record.metrics == {"ok": [(0, 1.0)]}
+    assert record.warnings == [
+        f'{path}:2: "metric" is number 3, not a string: no gate can name this metric, so the line is not gated '
+        "(the reference gate reads it the same way)",
+        f'{path}:3: "metric" is null None, not a string: no gate can name this metric, so the line is not gated '
+        "(the reference gate reads it the same way)",
+    ]
+
+
+def test_a_metric_named_empty_is_read_with_a_warning(tmp_path):
+    path = _write(tmp_path / "record.jsonl", '{"metric": "", "series": [[0, 2]]}')
+    record = read_record(path)
+    assert record[""] == [(0, 2.0)]
+    assert record.warnings == [f'{path}:1: the metric is named "" (empty): only a gate whose metric_key is "" gates it']
+
+
+def test_points_whose_value_is_not_a_number_are_noted_with_file_and_line_unless_a_later_line_replaced_them(tmp_path):
+    path = _write(
+        tmp_path / "record.jsonl",
+        {"metric": "m", "series": [[0, None], [1, "x"], [2, True]]},
+        {"metric": "m", "series": [[1, 0.5]]},  # replaces step 1
+    )
+    record = read_record(path)
+    assert record.dropped == {"m": [(0, None, str(path), 1), (2, True, str(path), 1)]}
+    assert record.dropped_count == {"m": 2}
+    assert record.last_line("m") == [(1, 0.5)]

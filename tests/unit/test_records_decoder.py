@@ -274,7 +274,8 @@ def test_selection_from_columns_is_selection_from_points(tmp_path_factory, lines
     path = tmp_path_factory.mktemp("r") / "record.jsonl"
     path.write_text("".join(json.dumps({"metric": "m", "series": s}) + "\n" for s in lines))
     record = read_record(path)
-    as_points = Record({"m": record["m"]}, invalid_steps=record.invalid_steps)
+    as_points = Record({"m": record["m"]}, invalid_steps=record.invalid_steps, last_lines=record.last_lines,
+                       dropped=record.dropped, dropped_count=record.dropped_count)
     declaration = declare("m", steps=list(wanted) if isinstance(wanted, tuple) else wanted, constraint=C)
     assert select_declaration(record, declaration) == select_declaration(as_points, declaration)
 

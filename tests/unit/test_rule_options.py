@@ -188,7 +188,8 @@ def test_judge_and_describe_agree_on_random_mad_bands():
 
 
 # One value other than the default for every opt-in option (a new option adds its line here).
-NON_DEFAULT = {"min_failing_steps": 3, "band": "mad", "mad_k": 2.5, "night_mean_k": 4.0, "severity": "warn"}
+NON_DEFAULT = {"min_failing_steps": 3, "band": "mad", "mad_k": 2.5, "night_mean_k": 4.0, "severity": "warn",
+               "policy": "calibrated", "direction": "down"}
 
 
 def test_one_list_of_options_drives_storage_serialization_and_the_duplicate_check():

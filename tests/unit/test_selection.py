@@ -73,7 +73,7 @@ def test_list_selects_listed_steps_in_listed_order(tmp_path):
         ([[0, 0.1], [0, 0.2], [1, 0.3]], [1], "more than once"),
         ([[0, 0.1]], [0, 5], "5 missing"),
         ([[0, 0.1], [1, "NaN"]], [0, 1], "not finite"),
-        ([[0, 0.1], [1, "text"]], [1], "1 missing"),
+        ([[0, 0.1], [1, "text"]], [1], 'listed step 1: its value "text"'),
     ],
 )
 def test_list_errors(tmp_path, series, steps, message):

@@ -71,14 +71,14 @@ def _assert_no_secret(text):
     [(PASSWORD, False), (AT_PASSWORD, False), (PASSWORD, True), (AT_PASSWORD.replace("@", "%40"), True),
      (AT_PASSWORD, True)],
 )
-def test_wrong_password_retries_without_showing_the_password(monkeypatch, caplog, password, uri):
+def test_wrong_password_fails_without_retry_and_without_showing_the_password(monkeypatch, caplog, password, uri):
     caplog.set_level(logging.DEBUG)
     with FakePostgres("password") as server:
         _connection(monkeypatch, port=server.port, password=password, uri=uri)
         outcome = _execute(_persist(), 30)
     err = outcome["error"]
-    assert isinstance(err, AirflowException) and not isinstance(err, AirflowFailException), err
-    assert "password authentication failed" in str(err)
+    assert isinstance(err, AirflowFailException), err  # a configuration error: no retry cures it
+    assert "password authentication failed" in str(err) and "retrying will not help" in str(err)
     _assert_no_secret(str(err))
     _assert_no_secret(caplog.text)
 

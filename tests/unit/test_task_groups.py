@@ -20,6 +20,7 @@ from airflow_metric_gate.task_groups import metric_gate
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = ("wait_for_record", "ingest_record", "select_steps", "persist_values", "evaluate_gate")
+LOSS_GATE = {"metric_key": "loss", "steps": "all", "constraint": {"rel_up": 0.1, "rel_down": 0.1}}
 
 
 def _dag(dag_id: str = "factory_probe") -> DAG:
@@ -97,10 +98,10 @@ def test_expand_kwargs_over_an_upstream_task_keeps_the_fixed_settings():
         def identities() -> list[dict]:
             return [{"series": "a", "path": "/a"}]
 
-        metric_gate.partial(gates=[{"metric_key": "loss"}], poke_interval=5).expand_kwargs(identities())
+        metric_gate.partial(gates=[LOSS_GATE], poke_interval=5).expand_kwargs(identities())
     sensor = dag.get_task("metric_gate.wait_for_record")
     assert (sensor.poke_interval, sensor.deferrable) == (5, True)
-    assert dag.get_task("metric_gate.select_steps").gates == [{"metric_key": "loss"}]
+    assert dag.get_task("metric_gate.select_steps").gates == [LOSS_GATE]
     assert dag.get_task("metric_gate.evaluate_gate").enforce is True
     assert "identities" in sensor.upstream_task_ids
 
@@ -166,3 +167,33 @@ def test_the_nightly_dag_and_its_hand_composed_twin_build_the_same_tasks():
                 assert mine.operator.task_id == f"metric_gate.{other.operator.task_id}", (name, field)
             else:
                 assert mine == other, (name, field)
+
+
+def test_a_bad_local_gates_file_is_a_dag_import_error_when_the_task_group_is_built(tmp_path):
+    from airflow_metric_gate.declarations import DeclarationError
+
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("gates:\n  - metric_key: rollout/raw_reward\n    constraint: {rel_up: 0.1, down: 0.1}\n")
+    dag = DAG("bad_gates", schedule=None, start_date=pendulum.datetime(2026, 1, 1, tz="UTC"))
+    dag.fileloc = str(tmp_path / "dag.py")
+    with pytest.raises(DeclarationError) as info, dag:
+        metric_gate(series="rl", path="/data/{{ ds }}", gates_file="gates.yaml")  # relative to the DAG file
+    assert str(info.value).startswith(f"{gates}:2: ") and "'down'" in str(info.value)
+
+
+def test_the_shipped_dag_checks_its_default_gates_file_when_parsed(tmp_path):
+    import importlib.util
+    import shutil
+
+    from airflow_metric_gate.declarations import DeclarationError
+
+    dag_file = tmp_path / "nightly_metric_gate.py"
+    shutil.copy(ROOT / "airflow_metric_gate" / "example_dags" / "nightly_metric_gate.py", dag_file)
+    (tmp_path / "gates").mkdir()
+    gates = tmp_path / "gates" / "nightly_metric_gate.yaml"
+    gates.write_text("gates:\n  - metric_key: rollout/raw_reward\n    steps: [1, 1]\n")
+    spec = importlib.util.spec_from_file_location("copied_nightly_metric_gate", dag_file)
+    module = importlib.util.module_from_spec(spec)
+    with pytest.raises(DeclarationError) as info:
+        spec.loader.exec_module(module)
+    assert str(info.value).startswith(f"{gates}:2: ")

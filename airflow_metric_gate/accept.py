@@ -1,0 +1,47 @@
+"""Accepting a new level: the one action that ends a level shift (the command line, the UI and Python call it).
+
+A level shift (``level_shifts`` in the verdict of the calibrated policy) that on-call judges right
+is accepted from its first night on: a rebaseline marker is set on that night, and every judged
+baseline night from then on is marked trusted with the reason.  Later nights are judged against
+those nights, several of them, never against one night alone.  Under the reference policy the
+same action is a rebaseline that keeps the nights since.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+from typing import Any
+
+from airflow_metric_gate.store import MetricStore, opened_store
+
+__all__ = ["accept_level", "current_user"]
+
+
+def current_user() -> str:
+    """Return who runs this process, for the marks it makes (``$METRIC_GATE_USER`` wins)."""
+    name = os.environ.get("METRIC_GATE_USER")
+    if name:
+        return name
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        return "unknown"
+
+
+def accept_level(store: str | MetricStore | None, series: str, backend: str = "cuda", suite: str = "default", *,
+                 since: str, reason: str, by: str | None = None) -> dict[str, Any]:
+    """Accept a series' level from a night on (atomic and idempotent).
+
+    :param store: a store URL, an open store (left open), or ``None`` for ``$METRIC_GATE_STORE``.
+    :param series: the series name.
+    :param backend: the backend.
+    :param suite: the suite.
+    :param since: the first night of the new level: its store run id or its logical date (ISO 8601).
+    :param reason: why the new level is right.
+    :param by: who accepts (default: :func:`current_user`).
+    :return: ``{"since", "since_run_id", "nights", "marked"}``.
+    :raises StoreInputError: no reason, or no judged baseline night at or after ``since``.
+    """
+    with opened_store(store) as opened:
+        return opened.accept_level(series, backend, suite, since=since, reason=reason, by=by or current_user())

@@ -1,0 +1,514 @@
+"""The calibrated policy: one decision per declaration and night, calibrated on that declaration's own history.
+
+The rules (docs/concepts.md, "The calibrated policy", is their contract):
+
+* **The night statistic.**  Each step's value is standardised against the same step of the
+  declaration's trusted nights: ``r = (value - median) / (1.4826 x MAD)``.  The night statistic
+  ``L`` is the 20 % trimmed mean of the steps' ``r`` (a few benign spikes do not move it).
+* **Calibration.**  The same statistic is computed for every trusted night of the history,
+  each against the other nights (its own value left out of each step's median).  Tonight's ``L``
+  is compared with those ``L``: ``z = (L - mean) / sd``, and the night fails when ``z`` is beyond
+  Student's ``t`` prediction bound at :data:`FALSE_ALARM` on the regression side.  Whatever the
+  number of steps, the shape of the per-step noise or the share of variation the steps have in
+  common, the history's own nights show how far ``L`` moves on a clean night.
+* **Direction.**  Only the declaration's regression side fails; beyond the band on the other side
+  the night is reported as an improvement and passes (``direction: both`` fails either way).
+* **Faults that need no history beyond one night:** a blow-up (half the steps or more at least
+  :data:`BLOWUP_RATIO` times away from their reference) fails, and steps that every recent
+  trusted night had and tonight lacks are an ERROR, from the first night with history on.
+  Non-finite values and a missing metric are ERRORs from selection.
+* **Level shifts.**  A failing night that agrees with the failing night before it continues that
+  night's level shift: it is reported once ("level shift since ..."), does not page again, and
+  after :data:`SHIFT_ADOPT` such nights the shift is adopted as the new baseline (those nights'
+  history, not one night) when nobody accepted or fixed it first.
+* **Slow drift.**  The recent nights' level is compared with the oldest half of the history (an
+  anchor the drift cannot drag along, since drifting nights are judged against it): a drift on the
+  regression side is reported with its start, slope and cumulative change.
+
+Nothing here reads the store: :func:`choose_history` picks a declaration's history from the
+candidate nights the caller read, and :func:`judge_declaration` judges one night.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES, direction_of
+from airflow_metric_gate.decision.stats import mean_and_sd, median_sorted, ols_slope, t_quantile, trimmed_mean
+from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS
+from airflow_metric_gate.evaluation import Result
+
+__all__ = [
+    "BLOWUP_RATIO",
+    "CALIBRATION_MIN",
+    "DRIFT_MIN",
+    "FALSE_ALARM",
+    "SHIFT_ADOPT",
+    "Candidate",
+    "Decision",
+    "HistoryChoice",
+    "choose_history",
+    "judge_declaration",
+]
+
+#: The false-alarm rate of one declaration's night test on its regression side (both sides
+#: together for ``direction: both``).
+FALSE_ALARM = 0.001
+#: The false-alarm rate of the drift test.
+DRIFT_FALSE_ALARM = 0.001
+#: Trusted nights a declaration needs before its night test judges (fewer: INACTIVE, while the
+#: faults that need no history are still judged).
+CALIBRATION_MIN = 5
+#: A value at least this many times its reference, or at most its reciprocal, is a blow-up.
+BLOWUP_RATIO = 5.0
+#: Failing nights of one level shift after which it is adopted as the new baseline.
+SHIFT_ADOPT = 5
+#: Trusted nights the drift test needs.
+DRIFT_MIN = 10
+#: The recent nights (tonight included) whose level the drift test compares with the anchor.
+DRIFT_RECENT = 3
+#: From this many judged steps on, the night statistic is taken as near normal (see :data:`HEAVY_TAIL_DF`).
+MANY_STEPS = 20
+#: The degrees of freedom, at most, of the night band of a declaration with fewer than
+#: :data:`MANY_STEPS` steps (one value a night, say): its noise may be heavy-tailed.
+HEAVY_TAIL_DF = 4
+#: How many recent trusted nights must all have a step for tonight to miss it.
+EXPECTED_NIGHTS = 3
+#: 1 / Phi^-1(3/4): turns a median absolute deviation into a standard deviation for normal data.
+MAD_TO_SD = 1.4826
+_TINY = 1e-12
+
+
+@dataclass
+class Candidate:
+    """An earlier baseline night of the series, as the caller read it, for one declaration.
+
+    :param run_id: the store run id.
+    :param logical_date: its logical date (ISO 8601), for messages.
+    :param trusted: whether the night feeds this declaration's baselines (see :func:`night_trusted`).
+    :param outcome: what the night's evaluation stored for this declaration, if anything.
+    :param values: the declaration's values that night, by stored step.
+    """
+
+    run_id: str
+    logical_date: str
+    trusted: bool
+    outcome: Mapping[str, Any] | None = None
+    values: dict[int, float] = field(default_factory=dict)
+
+
+def night_trusted(run_status: str, marked: str | None, outcome: Mapping[str, Any] | None) -> bool:
+    """Decide whether an earlier night feeds one declaration's baselines (trust per declaration).
+
+    A night a person marked follows the mark for every declaration; otherwise the declaration's
+    own stored outcome decides (passed or not judged yet); a night evaluated before outcomes were
+    stored follows the run's status.
+
+    :param run_status: the run's status (``trusted`` or ``untrusted``).
+    :param marked: the status of the latest mark made by hand, if any.
+    :param outcome: the declaration's stored outcome that night.
+    """
+    if marked is not None:
+        return marked == "trusted"
+    if outcome is not None and "o" in outcome:
+        return outcome["o"] in TRUSTING_OUTCOMES
+    return run_status == "trusted"
+
+
+@dataclass
+class HistoryChoice:
+    """The history :func:`choose_history` picked for one declaration.
+
+    :param history: the trusted nights judged against, oldest first.
+    :param recent: the untrusted nights since the last trusted one, oldest first.
+    :param adopted: the level shift adopted as the new baseline (its first night), if one was.
+    :param earlier: how many candidate nights there were at all (for naming a starved baseline).
+    """
+
+    history: list[Candidate]
+    recent: list[Candidate]
+    adopted: Candidate | None = None
+    earlier: int = 0
+
+
+def choose_history(candidates: Sequence[Candidate], history_limit: int) -> HistoryChoice:
+    """Pick one declaration's baseline nights from the earlier nights of its series, newest last.
+
+    The trusted nights (at most ``history_limit``, the most recent); but when the most recent
+    nights are :data:`SHIFT_ADOPT` or more failing nights of one level shift, the shift is adopted:
+    those nights are the history, and nothing before them.
+
+    :param candidates: the earlier baseline nights since the rebaseline marker, oldest first.
+    :param history_limit: at most this many nights.
+    """
+    recent: list[Candidate] = []
+    for c in reversed(candidates):
+        if c.trusted:
+            break
+        recent.append(c)
+    recent.reverse()
+    if len(recent) >= SHIFT_ADOPT:
+        since = (recent[-1].outcome or {}).get("since")
+        shift: list[Candidate] = []
+        for c in reversed(recent):
+            o = c.outcome or {}
+            if since is None or o.get("since") != since or o.get("o") not in ("fail", "shift"):
+                break
+            shift.append(c)
+        if len(shift) >= SHIFT_ADOPT:
+            shift.reverse()
+            return HistoryChoice(shift[-history_limit:], [], adopted=shift[0], earlier=len(candidates))
+    history = [c for c in candidates if c.trusted][-history_limit:]
+    return HistoryChoice(history, recent, earlier=len(candidates))
+
+
+@dataclass
+class Decision:
+    """What :func:`judge_declaration` decided for one declaration's night.
+
+    :param outcome: ``pass``, ``inactive``, ``fail`` (a new regression), ``shift`` (a level shift
+        continuing), ``drift``, ``drift-continues`` or ``error``.
+    :param results: one result per step, then the night's own result when it has one.
+    :param stored: what the store keeps of this night for the declaration's later nights.
+    :param report: what the verdict says of the night (statistic, band, level shift, drift, ...).
+    """
+
+    outcome: str
+    results: list[Result]
+    stored: dict[str, Any]
+    report: dict[str, Any]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:+.1f} %"
+
+
+def _loo_median(ordered: list[float], x: float) -> float:
+    """The median of ``ordered`` (sorted) with one value equal to ``x`` left out (``len >= 2``)."""
+    k = bisect_left(ordered, x)
+    m = len(ordered) - 1  # values left
+
+    def at(i: int) -> float:
+        return ordered[i] if i < k else ordered[i + 1]
+
+    mid = m // 2
+    if m % 2:
+        return at(mid)
+    return at(mid - 1) / 2.0 + at(mid) / 2.0
+
+
+def _scale(ordered: list[float], median: float) -> float:
+    deviations = sorted(abs(v - median) for v in ordered)
+    scale = MAD_TO_SD * median_sorted(deviations)
+    if scale <= 0.0:  # more than half the nights agree exactly: use the mean absolute deviation
+        scale = 1.2533 * math.fsum(deviations) / len(deviations)
+    return scale if scale > 0.0 else max(abs(median) * 1e-9, _TINY)
+
+
+def _steps_text(steps: Sequence[int | None]) -> str:
+    shown = [s for s in steps if s is not None]
+    if not shown:
+        return ""
+    if len(shown) <= 6:
+        return "step(s) " + ", ".join(str(s) for s in shown)
+    return f"{len(shown)} steps ({shown[0]} to {shown[-1]})"
+
+
+def judge_declaration(
+    key: tuple[str, str, str],
+    gate: Mapping[str, Any],
+    tonight: Sequence[tuple[int, int | None, float]],
+    choice: HistoryChoice,
+    *,
+    run_id: str,
+    logical_date: str,
+    min_history: int = CALIBRATION_MIN,
+) -> Decision:
+    """Judge one declaration's night under the calibrated policy.
+
+    :param key: the declaration's ``(metric_key, steps_key, constraint_key)``.
+    :param gate: the declaration as stored with the run.
+    :param tonight: ``(step, at_step, value)`` of each selected value, in order.
+    :param choice: its history (:func:`choose_history`).
+    :param run_id: tonight's store run id (a level shift starting tonight is named by it).
+    :param logical_date: tonight's logical date (ISO 8601).
+    :param min_history: trusted nights needed before the night test judges (at least :data:`CALIBRATION_MIN`).
+    """
+    direction = direction_of(gate)
+    history = choice.history
+    n = len(history)
+    need = max(min_history, CALIBRATION_MIN)
+    report: dict[str, Any] = {"direction": direction, "nights": n}
+    if choice.adopted is not None:
+        report["adopted_shift"] = {"since": choice.adopted.logical_date, "since_run_id": choice.adopted.run_id,
+                                   "nights": n}
+    steps = [s for s, _, _ in tonight]
+
+    def results(status: str, reason: str) -> list[Result]:
+        return [Result(*key, step, at, status, current=value, n=n, reason=reason) for step, at, value in tonight]
+
+    if n == 0:
+        reason = f"cold start: no trusted night yet, {need} needed"
+        return Decision("inactive", results(INACTIVE, reason), {"o": "inactive"}, report)
+
+    # -- faults that need one night of history: missing steps, blow-ups ----------------------------
+    if gate.get("steps_key") == '"all"':
+        recent_nights = history[-EXPECTED_NIGHTS:]
+        expected = set(recent_nights[0].values)
+        for c in recent_nights[1:]:
+            expected &= set(c.values)
+        missing = sorted(expected.difference(steps))
+        if missing:
+            message = (f"{_steps_text(missing)} missing from tonight's record: each of the last "
+                       f"{len(recent_nights)} trusted night(s) has them (a night that ended early, or steps lost)")
+            error = Result(*key, None, None, ERROR, reason=message)
+            report["missing_steps"] = missing[:50]
+            report["missing_count"] = len(missing)
+            return Decision("error", [error], {"o": "error", "cause": message}, report)
+
+    columns: list[list[float]] = []
+    refs: list[float] = []
+    for step in steps:
+        column = sorted(c.values[step] for c in history if step in c.values)
+        columns.append(column)
+        refs.append(median_sorted(column) if column else math.nan)
+    blown = []
+    for (step, _, value), ref, column in zip(tonight, refs, columns):
+        if column and _is_blowup(value, ref):
+            blown.append(step)
+    with_ref = sum(1 for c in columns if c)
+    if with_ref and len(blown) * 2 >= with_ref:
+        return _blowup(key, tonight, refs, columns, blown, report, run_id, n)
+
+    if n < need:
+        reason = f"calibrating: {n} trusted night(s), {need} needed for the night test"
+        out = []
+        for (step, at, value), column in zip(tonight, columns):
+            out.append(Result(*key, step, at, INACTIVE, current=value, n=len(column), reason=reason))
+        return Decision("inactive", out, {"o": "inactive"}, report)
+
+    # -- the night statistic, tonight and for each trusted night against the others ---------------
+    usable = max(3, (n + 1) // 2)
+    judged = [i for i, c in enumerate(columns) if len(c) >= usable]
+    if not judged:
+        reason = "no step of tonight's record is in enough trusted nights to judge"
+        return Decision("inactive", results(INACTIVE, reason), {"o": "inactive"}, report)
+    scales = {i: _scale(columns[i], refs[i]) for i in judged}
+    r_tonight = [(tonight[i][2] - refs[i]) / scales[i] for i in judged]
+    level_tonight = _level([tonight[i][2] for i in judged], [refs[i] for i in judged])
+    statistic = trimmed_mean(r_tonight)
+    past: list[float] = []
+    levels: list[float] = []
+    for c in history:
+        rs, vals, rf = [], [], []
+        for i in judged:
+            step = steps[i]
+            if step not in c.values:
+                continue
+            v = c.values[step]
+            column = columns[i]
+            ref_loo = _loo_median(column, v) if len(column) > 1 else refs[i]
+            rs.append((v - ref_loo) / scales[i])
+            vals.append(v)
+            rf.append(refs[i])
+        if rs:
+            past.append(trimmed_mean(rs))
+            levels.append(_level(vals, rf))
+    center, sd = mean_and_sd(past)
+    sd = max(sd, 1e-9 * max(1.0, abs(center)))
+    m = len(past)
+    one_sided = direction != "both"
+    # A night of few steps is as heavy-tailed as one step's noise, which a few nights cannot show:
+    # its bound takes at most HEAVY_TAIL_DF degrees of freedom.  Many steps' trimmed mean is near normal.
+    df = max(m - 1, 1) if len(judged) >= MANY_STEPS else min(max(m - 1, 1), HEAVY_TAIL_DF)
+    q = t_quantile(1.0 - (FALSE_ALARM if one_sided else FALSE_ALARM / 2.0), df) * math.sqrt(1.0 + 1.0 / m)
+    z = (statistic - center) / sd
+    worse = _worse_side(direction, z, q)
+    better = None if worse else _better_side(direction, z, q)
+    report.update(statistic=statistic, center=center, sd=sd, z=z, threshold=q, level=level_tonight,
+                  steps_judged=len(judged), false_alarm=FALSE_ALARM)
+    lo_r, hi_r = center - q * sd, center + q * sd
+    step_results: list[Result] = []
+    driving: list[int | None] = []
+    for idx, (step, at, value) in enumerate(tonight):
+        column = columns[idx]
+        if idx not in scales:
+            step_results.append(Result(*key, step, at, INACTIVE, current=value, n=len(column),
+                                       reason=f"in {len(column)} of {n} trusted night(s): too few to judge"))
+            continue
+        ref, scale = refs[idx], scales[idx]
+        lo, hi = ref + lo_r * scale, ref + hi_r * scale
+        result = Result(*key, step, at, PASS, current=value, ref=ref, n=len(column), lo=lo, hi=hi, bound="calibrated")
+        side = "above" if value > hi else "below" if value < lo else None
+        if worse and side == worse:
+            result.status, result.side = FAIL, side
+            driving.append(step)
+            result.reason = (f"{_fmt(value)} is {side} its step band [{_fmt(lo)}, {_fmt(hi)}] "
+                             f"(median {_fmt(ref)} of {len(column)} trusted night(s)); the night fails")
+        elif side:
+            result.side, result.bound = None, None
+            verdict = "it passes" if not worse else "fails the other way"
+            result.reason = (f"{_fmt(value)} is {side} its step band [{_fmt(lo)}, {_fmt(hi)}]; "
+                             f"the night as a whole is judged, and {verdict}")
+        else:
+            result.bound = None
+            result.reason = "within band"
+        step_results.append(result)
+    if worse and not driving:  # a shift too small for any one step: every step on the failing side drove it
+        for result in step_results:
+            if result.status == PASS and result.ref is not None and result.current is not None and (
+                    (result.current > result.ref) == (worse == "above")):
+                result.status, result.side = FAIL, worse
+                result.reason = (f"{_fmt(result.current)} is on the failing side of its median {_fmt(result.ref)}; "
+                                 "the night fails as a whole")
+                driving.append(result.step)
+    report["side"] = worse
+    if better:
+        report["improvement"] = {"side": better, "level": level_tonight}
+    night_text = (f"whole night: the trimmed mean of {len(judged)} step(s)' deviations is z = {_fmt(z)} against "
+                  f"{m} trusted night(s) (band -+{_fmt(q)} at {FALSE_ALARM * 100:g} % false alarms); "
+                  f"level {_pct(level_tonight)} against the baseline")
+
+    if worse:
+        previous = choice.recent[-1].outcome if choice.recent else None
+        continues = (previous is not None and previous.get("o") in ("fail", "shift") and previous.get("side") == worse
+                     and previous.get("since") and abs(previous.get("z", math.inf) - z) <= q * math.sqrt(2.0))
+        since_run = previous["since"] if continues else run_id
+        since_date = previous.get("since_date", logical_date) if continues else logical_date
+        outcome = "shift" if continues else "fail"
+        nights = (int(previous.get("nights", 1)) + 1) if continues else 1
+        report["shift"] = {"since": since_date, "since_run_id": since_run, "nights": nights,
+                           "change": level_tonight, "continues": bool(continues),
+                           "adopt_after": SHIFT_ADOPT}
+        driven = _steps_text(driving)
+        text = (f"{night_text}; level shift since {since_date}: {_pct(level_tonight)}"
+                + (f" (night {nights}, reported on its first night; adopted as the baseline after {SHIFT_ADOPT} "
+                   "nights unless accepted or fixed first)" if continues else "")
+                + (f"; driven by {driven} {worse} their band" if driven else ""))
+        night = Result(*key, None, None, FAIL, current=z, ref=0.0, n=m, lo=-q, hi=q, side=worse, bound="night",
+                       reason=text)
+        report["driven_by"] = driving[:50]
+        report["driven_count"] = len(driving)
+        stored = {"o": outcome, "side": worse, "z": z, "level": level_tonight, "since": since_run,
+                  "since_date": since_date, "nights": nights, "cause": f"{key[0]}: level {_pct(level_tonight)}"}
+        return Decision(outcome, step_results + [night], stored, report)
+
+    drift = _drift(direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS)
+    if drift is not None:
+        previous = choice.recent[-1].outcome if choice.recent else None
+        continues = previous is not None and previous.get("o") in ("drift", "drift-continues")
+        outcome = "drift-continues" if continues else "drift"
+        drift["continues"] = bool(continues)
+        report["drift"] = drift
+        text = (f"slow drift since {drift['start']}: {drift['slope'] * 100:+.2f} % a night, "
+                f"{_pct(drift['cumulative'])} in all against the oldest {drift['anchor_nights']} trusted night(s); "
+                "every night stayed within its own band")
+        night = Result(*key, None, None, FAIL, current=drift["t"], ref=0.0, n=len(levels), lo=-drift["threshold"],
+                       hi=drift["threshold"], side=drift["side"], bound="drift", reason=text)
+        stored = {"o": outcome, "z": z, "level": level_tonight, "cause": f"{key[0]}: drift {_pct(drift['cumulative'])}"}
+        return Decision(outcome, step_results + [night], stored, report)
+
+    extra = []
+    if better:
+        extra.append(Result(*key, None, None, PASS, current=z, ref=0.0, n=m, lo=-q, hi=q, bound="improvement",
+                            reason=f"{night_text}: an improvement ({better} the band), not a regression"))
+    return Decision("pass", step_results + extra, {"o": "pass", "z": z, "level": level_tonight}, report)
+
+
+def _is_blowup(value: float, ref: float) -> bool:
+    if value > 0 and ref > 0:
+        ratio = value / ref
+        return ratio >= BLOWUP_RATIO or ratio <= 1.0 / BLOWUP_RATIO
+    return abs(value - ref) >= (BLOWUP_RATIO - 1.0) * max(abs(ref), _TINY) and abs(ref) > _TINY
+
+
+def _blowup(key, tonight, refs, columns, blown, report, run_id, n) -> Decision:
+    blown_set = set(blown)
+    out = []
+    for (step, at, value), ref, column in zip(tonight, refs, columns):
+        if step in blown_set:
+            side = "above" if value > ref else "below"
+            if ref > 0:
+                lo, hi = ref / BLOWUP_RATIO, ref * BLOWUP_RATIO
+            else:
+                lo, hi = ref - (BLOWUP_RATIO - 1.0) * abs(ref), ref + (BLOWUP_RATIO - 1.0) * abs(ref)
+            out.append(Result(*key, step, at, FAIL, current=value, ref=ref, n=len(column), lo=lo, hi=hi, side=side,
+                              bound="blowup",
+                              reason=f"{_fmt(value)} is {BLOWUP_RATIO:g}x or more away from its median {_fmt(ref)} "
+                                     f"of {len(column)} trusted night(s): a blow-up"))
+        else:
+            out.append(Result(*key, step, at, PASS, current=value, ref=None if not column else ref, n=len(column),
+                              reason="not blown up"))
+    text = (f"blow-up: {_steps_text(sorted(blown_set))} ({len(blown_set)} of {len(tonight)}) at least "
+            f"{BLOWUP_RATIO:g}x away from their median over {n} trusted night(s); judged with any history")
+    out.append(Result(*key, None, None, FAIL, n=n, bound="blowup", reason=text))
+    report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set)}
+    stored = {"o": "fail", "blowup": True, "cause": f"{key[0]}: blow-up"}
+    return Decision("fail", out, stored, report)
+
+
+def _level(values: Sequence[float], refs: Sequence[float]) -> float:
+    """The night's level relative to the baseline: the trimmed mean of ``value / ref - 1`` over its steps."""
+    rel = [v / r - 1.0 if abs(r) > _TINY else 0.0 for v, r in zip(values, refs)]
+    return trimmed_mean(rel) if rel else 0.0
+
+
+def _worse_side(direction: str, z: float, q: float) -> str | None:
+    if direction in ("up", "both") and z > q:
+        return "above"
+    if direction in ("down", "both") and z < -q:
+        return "below"
+    return None
+
+
+def _better_side(direction: str, z: float, q: float) -> str | None:
+    if direction == "up" and z < -q:
+        return "below"
+    if direction == "down" and z > q:
+        return "above"
+    return None
+
+
+def _drift(direction: str, levels: list[float], tonight: float, history: Sequence[Candidate],
+           logical_date: str, *, few_steps: bool) -> dict | None:
+    """The slow-drift test: the recent nights' level against the oldest half of the trusted history.
+
+    The recent level is the median of the last :data:`DRIFT_RECENT` nights (one odd night does not
+    make a drift); its variance is about 0.449 of one night's for three normal nights.
+    """
+    if len(levels) < DRIFT_MIN:
+        return None
+    series = [*levels, tonight]
+    anchor = levels[: len(levels) // 2]
+    recent = series[-DRIFT_RECENT:]
+    a_mean, a_sd = mean_and_sd(anchor)
+    if a_sd <= 0:
+        return None
+    diff = median_sorted(sorted(recent)) - a_mean
+    t = diff / (a_sd * math.sqrt(0.449 + 1.0 / len(anchor)))
+    one_sided = direction != "both"
+    df = min(len(anchor) - 1, HEAVY_TAIL_DF) if few_steps else len(anchor) - 1
+    threshold = t_quantile(1.0 - (DRIFT_FALSE_ALARM if one_sided else DRIFT_FALSE_ALARM / 2.0), df)
+    side = _worse_side(direction, t, threshold)
+    if side is None:
+        return None
+    slope, _, _ = ols_slope(series)
+    if (slope > 0) != (side == "above"):
+        return None
+    # the drift started after the last night on the other side of the anchor's mean
+    start = len(series) - 1
+    while start > 0 and (series[start - 1] > a_mean) == (side == "above"):
+        start -= 1
+    dates = [c.logical_date for c in history] + [logical_date]
+    since = series[start:]
+    slope_since = ols_slope(since)[0] if len(since) >= 2 else slope
+    return {"start": dates[start], "slope": slope_since, "cumulative": tonight - a_mean, "side": side, "t": t,
+            "threshold": threshold, "anchor_nights": len(anchor), "nights": len(since)}

@@ -1,0 +1,255 @@
+"""Replay of a series with calibrated declarations: each night judged as evaluate would have judged it.
+
+Every night of the series is read once (the runs with the blocks of their values, then every value
+in one ordered pass) and held in memory; nights are judged in logical-date order by the functions
+:func:`airflow_metric_gate.pipeline.evaluate` uses: each calibrated declaration's history is
+chosen by :func:`~airflow_metric_gate.decision.calibrated.choose_history` from the same earlier
+nights evaluate reads (:func:`~airflow_metric_gate.pipeline.candidate_limit` of them, from the
+latest rebaseline marker on) and judged by :func:`~airflow_metric_gate.judging.judge_calibrated`;
+a reference declaration of the same run by :func:`~airflow_metric_gate.judging.judge_run` against
+the run-level trusted nights.  With ``trust="stored"`` an earlier night counts as evaluate counted
+it (its stored status, marks and outcomes); with ``replayed``, as replay judged it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from itertools import islice
+from typing import Any
+
+from airflow_metric_gate.decision import policy_of
+from airflow_metric_gate.decision.calibrated import Candidate, choose_history, night_trusted
+from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
+from airflow_metric_gate.enums import STATUSES
+from airflow_metric_gate.judging import judge_calibrated, judge_run, merge_judgements, outcome_of
+from airflow_metric_gate.pipeline import candidate_limit, check_evaluate_options
+from airflow_metric_gate.rules import declaration_summary
+from airflow_metric_gate.store import MetricStore, StoreInputError, StoreUnavailable
+
+__all__ = ["replay_calibrated"]
+
+Key = tuple[str, str, str]
+
+
+class _Night:
+    __slots__ = ("run", "values", "errors", "outcomes", "trusted")
+
+    def __init__(self, run: Any) -> None:
+        self.run = run
+        self.values: dict[Key, list[tuple[int, int | None, float]]] = {}
+        self.errors: dict[Key, str] = {}
+        self.outcomes: dict[Key, Mapping[str, Any]] = {}  # replayed
+        self.trusted = False  # replayed
+
+
+def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str, *,
+                      declarations: Sequence[GateDeclaration] | None, history_limit: int, min_history: int,
+                      aggregate: str, trust: str, policy: str | None) -> dict:
+    """Replay a series whose declarations include calibrated ones (see the module); write nothing.
+
+    Parameters and report as :func:`airflow_metric_gate.replay.replay`.
+    """
+    check_evaluate_options(history_limit=history_limit, min_history=min_history, aggregate=aggregate)
+    if trust not in ("replayed", "stored"):
+        raise StoreInputError(f"trust must be one of replayed, stored, got {trust!r}")
+    warnings: list[str] = []
+    given: dict[Key, dict] | None = None
+    if declarations is not None:
+        declarations, warnings = collapse_duplicates(declarations)
+        given = {(d.metric_key, d.steps_key, d.constraint_key): declaration_summary(d) for d in declarations}
+    runs_and_blocks = store.series_runs_and_blocks(series, backend, suite)
+    if not runs_and_blocks:
+        raise StoreInputError(f"the metric store has no run of series {series!r} (backend {backend!r}, "
+                              f"suite {suite!r}); nothing to replay")
+    stream = store.iter_series_points(series, backend, suite)
+    nights: list[_Night] = []
+    expected = 0
+    for run, blocks in runs_and_blocks:
+        night = _Night(run)
+        for metric_key, steps_key, constraint_key, n in blocks:
+            expected += n
+            night.values[(metric_key, steps_key, constraint_key)] = [
+                (step, at_step, value) for step, value, at_step in islice(stream, n)]
+        for e in run.selection_errors:
+            night.errors[(e["metric_key"], e["steps_key"], e["constraint_key"])] = e["message"]
+        nights.append(night)
+    if next(iter(stream), None) is not None or sum(len(v) for n in nights for v in n.values.values()) != expected:
+        raise StoreUnavailable(f"the stored nights of series {series!r} changed while replay read them; nothing is "
+                               "reported: run replay again")
+
+    failed: dict[Key, list] = {}
+    gate_summaries: dict[Key, dict] = {}
+    report_nights = []
+    totals = {s: 0 for s in STATUSES}
+    done: list[_Night] = []
+    start = 0
+    for i in range(1, len(nights) + 1):
+        if i < len(nights) and nights[i].run.logical_date == nights[start].run.logical_date:
+            continue
+        group = nights[start:i]
+        start = i
+        for night in group:
+            entry = _judge(night, done, group, given, policy, trust, history_limit=history_limit,
+                           min_history=min_history, aggregate=aggregate, failed=failed, summaries=gate_summaries)
+            for s, c in entry["counts"].items():
+                totals[s] += c
+            report_nights.append(entry)
+        done.extend(group)
+
+    changed_fail = [n["run_id"] for n in report_nights
+                    if n["stored_status"] == "trusted" and n["replayed_status"] != "trusted"]
+    changed_pass = [n["run_id"] for n in report_nights
+                    if n["stored_status"] == "untrusted" and n["replayed_status"] == "trusted"]
+    gates = [{**summary, "nights_failed": len(failed.get(key, [])), "failed": failed.get(key, [])}
+             for key, summary in gate_summaries.items()]
+    return {
+        "series": series, "backend": backend, "suite": suite,
+        "settings": {"declarations": "given" if given is not None else "stored", "history_limit": history_limit,
+                     "min_history": min_history, "aggregate": aggregate, "trust": trust, "policy": policy},
+        "nights": report_nights,
+        "declarations": gates,
+        "not_replayable": [],
+        "warnings": warnings,
+        "summary": {
+            "nights": len(report_nights),
+            "replayable_declarations": len(gates),
+            "would_fail": sum(n["replayed_status"] != "trusted" for n in report_nights),
+            "stored_untrusted": sum(n["stored_status"] == "untrusted" for n in report_nights),
+            "newly_failing": changed_fail,
+            "no_longer_failing": changed_pass,
+            "counts": {s: c for s, c in totals.items() if c},
+        },
+    }
+
+
+def _judge(night: _Night, done: list[_Night], group: list[_Night], given: dict | None, policy: str | None,
+           trust: str, *, history_limit: int, min_history: int, aggregate: str, failed: dict,
+           summaries: dict) -> dict:
+    run = night.run
+    if given is not None:
+        gates = dict(given)
+    else:
+        gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): declaration_summary(d)
+                 for d in run.declarations}
+        if policy is not None:
+            gates = {k: (g if g.get("policy") else {**g, "policy": policy}) for k, g in gates.items()}
+    values, errors = _routed(night, gates)
+    # the earlier nights evaluate reads: judged baseline runs since the latest rebaseline marker
+    fence = None
+    for n in (*done, *group):
+        if n.run.rebaseline and n.run.logical_date <= run.logical_date:
+            fence = n.run.logical_date if fence is None else max(fence, n.run.logical_date)
+    earlier = [n for n in done if n.run.role == "baseline" and n.run.status != "pending"
+               and (fence is None or n.run.logical_date >= fence)][-candidate_limit(history_limit):]
+    calibrated = {k: g for k, g in gates.items() if policy_of(g) == "calibrated"}
+    reference = {k: g for k, g in gates.items() if k not in calibrated}
+    judgement = None
+    outcomes: dict[Key, Mapping[str, Any]] = {}
+    if reference:
+        trusted_runs = [n for n in earlier if _run_trusted(n, trust)][-history_limit:]
+        order = 0
+        rows = []
+        for key in reference:
+            past = [_by_step(n, key) for n in trusted_runs]
+            for step, at_step, value in values.get(key, ()):
+                baseline = [p[step] for p in past if step in p]
+                rows.append((key, step, at_step, value, order, baseline))
+                order += 1
+        judgement = judge_run(rows, reference, [(k, 0, m) for k, m in errors.items() if k in reference],
+                              min_history=min_history, aggregate=aggregate, all_results=False)
+        for key in reference:
+            outcomes[key] = {"o": outcome_of(judgement.per_declaration[key])}
+    if calibrated:
+        choices = {}
+        for key in calibrated:
+            cands = []
+            for n in earlier:
+                outcome = _outcome(n, key, trust)
+                c = Candidate(n.run.run_id, n.run.logical_date.isoformat(), _declaration_trusted(n, key, trust),
+                              outcome)
+                stored_key = _stored_key(n, key)
+                if stored_key is not None:
+                    c.values = {step: value for step, _, value in n.values[stored_key]}
+                cands.append(c)
+            choices[key] = choose_history(cands, history_limit)
+        rows_by_key = {key: [(s, a, v, i) for i, (s, a, v) in enumerate(values.get(key, ()))] for key in calibrated}
+        part = judge_calibrated(rows_by_key, calibrated, [(k, 0, m) for k, m in errors.items() if k in calibrated],
+                                choices, run_id=run.run_id, logical_date=run.logical_date.isoformat(),
+                                min_history=min_history)
+        for key, decision in part.decisions.items():
+            outcomes[key] = decision.stored
+        judgement = part.judgement if judgement is None else merge_judgements(judgement, part.judgement)
+    night.outcomes = outcomes
+    night.trusted = judgement.trusted if judgement is not None else True
+    entry = {"run_id": run.run_id, "logical_date": run.logical_date.isoformat(), "role": run.role,
+             "stored_status": run.status, "replayed_status": "trusted" if night.trusted else "untrusted",
+             "counts": {s: c for s, c in (judgement.counts if judgement else {}).items() if c},
+             "outcomes": {"|".join(k): o.get("o") for k, o in outcomes.items()}}
+    by_gate: dict[Key, list] = {}
+    for _, result, gate in (judgement.results if judgement else ()):
+        if result.status in ("FAIL", "ERROR"):
+            by_gate.setdefault((gate["metric_key"], gate["steps_key"], gate["constraint_key"]), []).append(result)
+    for key, gate in gates.items():
+        summaries.setdefault(key, gate)
+    for key, results in by_gate.items():
+        failed.setdefault(key, []).append({"run_id": run.run_id, "logical_date": entry["logical_date"],
+                                           "role": run.role, "stored_status": run.status,
+                                           "results": [r.to_dict() for r in results]})
+    return entry
+
+
+def _by_step(night: _Night, key: Key) -> dict[int, float]:
+    stored = _stored_key(night, key)
+    return {} if stored is None else {step: value for step, _, value in night.values[stored]}
+
+
+def _routed(night: _Night, gates: Mapping[Key, Any]) -> tuple[dict, dict]:
+    """The night's values and selection errors for each declaration (by metric and steps literal)."""
+    values, errors = {}, {}
+    for key in gates:
+        stored = _stored_key(night, key)
+        if stored is not None:
+            values[key] = night.values[stored]
+            continue
+        for (metric, steps, _), message in night.errors.items():
+            if (metric, steps) == key[:2]:
+                errors[key] = message
+                break
+    return values, errors
+
+
+def _stored_key(night: _Night, key: Key) -> Key | None:
+    if key in night.values:
+        return key
+    return next((k for k in night.values if k[:2] == key[:2]), None)
+
+
+def _latest_mark(night: _Night) -> str | None:
+    marks = night.run.provenance.get("marks") or []
+    return marks[-1].get("status") if marks else None
+
+
+def _run_trusted(night: _Night, trust: str) -> bool:
+    if trust == "stored":
+        return night.run.status == "trusted"
+    mark = _latest_mark(night)
+    return mark == "trusted" if mark is not None else night.trusted
+
+
+def _outcome(night: _Night, key: Key, trust: str) -> Mapping[str, Any] | None:
+    if trust == "stored":
+        return night.run.outcomes.get(_json_key(key))
+    return night.outcomes.get(key)
+
+
+def _declaration_trusted(night: _Night, key: Key, trust: str) -> bool:
+    if trust == "stored":
+        return night_trusted(night.run.status, _latest_mark(night), night.run.outcomes.get(_json_key(key)))
+    return night_trusted("trusted" if night.trusted else "untrusted", _latest_mark(night), night.outcomes.get(key))
+
+
+def _json_key(key: Key) -> str:
+    return json.dumps(list(key))
+
+

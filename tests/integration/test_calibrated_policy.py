@@ -1,0 +1,145 @@
+"""The calibrated policy through the command line and the Python API, on SQLite and on the real Postgres."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+from airflow_metric_gate.cli import main
+from airflow_metric_gate.replay import replay
+from airflow_metric_gate.schemas.verdict import VerdictSchema
+from airflow_metric_gate.store import open_store
+
+STEPS = 60
+GATES = """\
+policy: calibrated
+gates:
+  - metric_key: rollout/raw_reward
+    enforce: true
+  - metric_key: eval/f1_scroe
+    steps: last
+    constraint: {rel_up: 0.1, rel_down: 0.1}
+"""
+
+
+def _record(path, rng, *, reward_factor=1.0, grad_factor=1.0):
+    shared = rng.gauss(0.0, 0.015)
+    reward = [[s, (0.2 + 0.6 * (1 - math.exp(-4 * s / STEPS))) * (1 + shared + rng.gauss(0, 0.02)) * reward_factor]
+              for s in range(STEPS)]
+    grad = [[s, (1.0 + rng.gauss(0, 0.05)) * grad_factor] for s in range(STEPS)]
+    lines = [{"metric": "rollout/raw_reward", "series": reward}, {"metric": "train/grad_norm", "series": grad}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return str(path)
+
+
+def _run(capsys, *argv):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _night(capsys, tmp_path, store_url, day, rng, gates, *extra, **factors):
+    record = _record(tmp_path / f"night{day}.jsonl", rng, **factors)
+    code, out, err = _run(capsys, "run", record, "--gates", gates, "--series", "rl", "--store", store_url,
+                          "--run-id", f"night-{day:03d}", "--logical-date", _date(day), "--json", *extra)
+    assert code in (0, 1), err
+    verdict = json.loads(out)
+    VerdictSchema().load(verdict)  # every new section validates
+    return code, verdict
+
+
+def _date(day):
+    return f"2026-{1 + day // 28:02d}-{1 + day % 28:02d}T00:00:00Z"
+
+
+def test_a_misspelt_declaration_does_not_starve_the_others(capsys, tmp_path, store_url):
+    """The report-only advice of getting-started, followed with a typo: the enforced reward still gates."""
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(GATES)
+    rng = random.Random(1)
+    for day in range(10):
+        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates)
+        assert verdict["policy"] == "calibrated" and verdict["trusted"] is False  # the typo errs every night
+        assert code == 0  # not enforced: the typo reports, never blocks
+    reward = next(d for d in verdict["declarations"] if d["metric_key"] == "rollout/raw_reward")
+    assert reward["outcome"] == "pass" and reward["nights"] == 9  # fed by every night, whatever the typo did
+    starved = {s["metric_key"]: s["reason"] for s in verdict.get("starved", [])}
+    assert "rollout/raw_reward" not in starved
+    code, verdict = _night(capsys, tmp_path, store_url, 10, rng, gates, reward_factor=0.89)  # -11 %
+    assert code == 1 and verdict["blocking"] >= 1
+    assert any(r["metric_key"] == "rollout/raw_reward" and r.get("blocking") for r in verdict["results"])
+
+
+def test_the_reference_policy_names_the_cause_of_a_starved_baseline(capsys, tmp_path, store_url):
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(GATES.replace("policy: calibrated\n", ""))
+    rng = random.Random(2)
+    for day in range(4):
+        _, verdict = _night(capsys, tmp_path, store_url, day, rng, gates, "--all")
+    assert "policy" not in verdict  # the reference verdict keeps its shape
+    [starved] = [s for s in verdict["starved"] if s["metric_key"] == "rollout/raw_reward"]
+    assert starved["reason"].startswith("starved baseline: no trusted night since 2026-01-01: every one of the 3 "
+                                        "earlier night(s) was untrusted, the latest because eval/f1_scroe: ")
+    assert "absent from the record" in starved["reason"]
+    inactive = [r for r in verdict["results"] if r["metric_key"] == "rollout/raw_reward"]
+    assert inactive and all(r["reason"] == starved["reason"] for r in inactive)
+
+
+def test_a_level_shift_pages_once_and_accept_rebaselines_from_its_nights(capsys, tmp_path, store_url):
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("policy: calibrated\ngates:\n  - metric_key: rollout/raw_reward\n    enforce: true\n")
+    rng = random.Random(3)
+    for day in range(10):
+        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates)
+        assert code == 0 and verdict["trusted"], verdict["results"][:2]
+    pages = []
+    for day in range(10, 13):  # a new dataset version: the reward is 25 % lower from now on
+        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates, reward_factor=0.75)
+        pages.append(code)
+    assert pages == [1, 0, 0]  # the first night pages; the next ones continue the shift
+    [shift] = verdict["level_shifts"]
+    assert shift["since_run_id"] == "night-010" and shift["nights"] == 3 and shift["change"] < -0.15
+    # the text report (the task log, metric-gate run) says it once and what to do
+    record = _record(tmp_path / "again.jsonl", rng, reward_factor=0.75)
+    code, out, _ = _run(capsys, "run", record, "--gates", gates, "--series", "rl", "--store", store_url,
+                        "--run-id", "night-012", "--logical-date", _date(12))
+    assert code == 0 and "LEVEL SHIFT rollout/raw_reward (steps \"all\") since 2026-01-11" in out
+    assert "not paging again" in out and "metric-gate accept --series rl --backend cuda --suite default --since " \
+        "night-010" in out
+    code, out, err = _run(capsys, "accept", "--series", "rl", "--since", shift["since_run_id"], "--reason",
+                          "dataset v4", "--store", store_url)
+    assert code == 0 and "3 of 3 night(s) marked trusted" in out, err
+    code, verdict = _night(capsys, tmp_path, store_url, 13, rng, gates, reward_factor=0.75)
+    assert code == 0 and verdict["trusted"]
+    # the accepted nights are the history: three of them, not one
+    assert next(d for d in verdict["declarations"])["nights"] == 3
+    code, out, err = _run(capsys, "accept", "--series", "rl", "--since", "not-a-night", "--reason", "x",
+                          "--store", store_url)
+    assert code == 2 and "neither a store run id" in err
+
+
+def test_replay_reproduces_evaluate_under_both_policies(capsys, tmp_path, store_url):
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("gates:\n  - metric_key: rollout/raw_reward\n  - metric_key: train/grad_norm\n")
+    rng = random.Random(4)
+    stored = []
+    for day in range(16):
+        factor = 0.7 if day in (9, 13) else 1.0
+        _, verdict = _night(capsys, tmp_path, store_url, day, rng, gates, "--policy", "calibrated",
+                            reward_factor=factor, grad_factor=1.0 if day != 12 else 8.0)
+        stored.append(("trusted" if verdict["trusted"] else "untrusted", verdict["counts"]))
+    assert {s for s, _ in stored} == {"trusted", "untrusted"}
+    report = replay(store_url, "rl", declarations=str(gates), policy="calibrated")
+    assert [(n["replayed_status"], n["counts"]) for n in report["nights"]] == [
+        (s, {k: v for k, v in c.items() if v}) for s, c in stored]
+    assert report["summary"]["newly_failing"] == report["summary"]["no_longer_failing"] == []
+    # the stored declarations say calibrated: replaying them without a gates file gives the same nights
+    again = replay(store_url, "rl")
+    assert [n["replayed_status"] for n in again["nights"]] == [s for s, _ in stored]
+    # and the reference policy through the same command still replays as evaluate judged it
+    with open_store(store_url) as store:
+        assert len(store.list_runs(series="rl", limit=100)) == 16
+    code, out, _ = _run(capsys, "replay", "--series", "rl", "--gates", gates, "--policy", "reference", "--json",
+                        "--store", store_url)
+    assert code == 0 and json.loads(out)["settings"].get("policy") in (None, "reference")

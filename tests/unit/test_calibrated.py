@@ -1,0 +1,194 @@
+"""The calibrated policy's night decision (airflow_metric_gate.decision.calibrated), without a store."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from airflow_metric_gate.decision import blocks, direction_of
+from airflow_metric_gate.decision.calibrated import (
+    SHIFT_ADOPT,
+    Candidate,
+    choose_history,
+    judge_declaration,
+    night_trusted,
+)
+from airflow_metric_gate.decision.stats import t_cdf, t_quantile, trimmed_mean
+from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS
+
+KEY = ("train/loss", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
+GATE = {"metric_key": KEY[0], "steps_key": KEY[1], "constraint_key": KEY[2], "constraint": {}, "enforce": True,
+        "allowlist_reason": None, "policy": "calibrated", "direction": "up"}
+
+
+def _nights(rng, count, steps, shared, *, heavy=False, level=1.0):
+    """Nights of a declaration: every step's value is 1 + shared night factor + own noise (unit variance)."""
+    out = []
+    for _ in range(count):
+        common = rng.gauss(0.0, 1.0) * math.sqrt(shared)
+        values = {}
+        for s in range(steps):
+            own = rng.gauss(0.0, 1.0)
+            if heavy:  # Student's t with 3 degrees of freedom, scaled to unit variance
+                own = own / math.sqrt(rng.gammavariate(1.5, 1 / 1.5)) / math.sqrt(3.0)
+            values[s] = level * (10.0 + 0.5 * (common + own * math.sqrt(1.0 - shared)))
+        out.append(values)
+    return out
+
+
+def _judge(history, tonight, gate=GATE, recent=()):
+    cands = [Candidate(f"r{i}", f"2026-01-{i + 1:02d}", True, {"o": "pass"}, v) for i, v in enumerate(history)]
+    choice = choose_history(cands, 20)
+    choice.recent = list(recent)
+    rows = [(s, s, v) for s, v in sorted(tonight.items())]
+    return judge_declaration(KEY, gate, rows, choice, run_id="tonight", logical_date="2026-02-01")
+
+
+def test_t_quantiles_and_trimmed_mean():
+    assert t_quantile(0.975, 10) == pytest.approx(2.228, abs=1e-3)
+    assert t_quantile(0.999, 4) == pytest.approx(7.173, abs=1e-3)
+    assert t_cdf(t_quantile(0.99, 7.0), 7.0) == pytest.approx(0.99, abs=1e-9)
+    assert trimmed_mean([1, 2, 3, 4, 100]) == pytest.approx(3.0)  # one spike in five is cut
+
+
+@pytest.mark.parametrize(("steps", "shared", "heavy", "trials"), [
+    (10, 0.0, False, 400), (10, 0.9, True, 400), (300, 0.0, True, 150), (300, 0.5, False, 150),
+    (300, 0.9, True, 150), (2000, 0.9, False, 30),
+])
+def test_false_alarms_stay_at_their_level_whatever_the_steps_and_the_shared_variation(steps, shared, heavy, trials):
+    rng = random.Random(steps * 7 + int(shared * 10) + heavy)
+    alarms = 0
+    for _ in range(trials):
+        *history, tonight = _nights(rng, 21, steps, shared, heavy=heavy)
+        alarms += _judge(history, tonight).outcome != "pass"
+    # the policy's level is 0.1 % a night; the bound leaves room for the trials' own noise
+    assert alarms / trials <= 0.02, (alarms, trials)
+
+
+def test_an_independence_assumption_would_not_hold_where_the_calibration_does():
+    """The same null data, judged by mean z x sqrt(n) (steps taken as independent), alarms on most nights."""
+    rng = random.Random(3)
+    alarms = 0
+    for _ in range(50):
+        *history, tonight = _nights(rng, 21, 300, 0.5)
+        zs = []
+        for s, v in tonight.items():
+            column = [h[s] for h in history]
+            mean = sum(column) / len(column)
+            sd = math.sqrt(sum((c - mean) ** 2 for c in column) / (len(column) - 1))
+            zs.append((v - mean) / sd)
+        alarms += abs(sum(zs) / math.sqrt(len(zs))) > 4.0
+    assert alarms >= 20
+
+
+def test_a_shift_on_the_regression_side_fails_and_an_improvement_passes():
+    rng = random.Random(11)
+    *history, tonight = _nights(rng, 21, 300, 0.5)
+    worse = _judge(history, {s: v * 1.2 for s, v in tonight.items()})  # a loss up 20 %
+    assert worse.outcome == "fail" and worse.report["side"] == "above"
+    night = worse.results[-1]
+    assert (night.step, night.status, night.bound) == (None, FAIL, "night") and "level +" in night.reason
+    assert sum(r.status == FAIL for r in worse.results[:-1]) > 200  # the steps that drove it
+    better = _judge(history, {s: v * 0.8 for s, v in tonight.items()})
+    assert better.outcome == "pass" and better.report["improvement"]["side"] == "below"
+    assert better.results[-1].bound == "improvement" and better.results[-1].status == PASS
+    both = _judge(history, {s: v * 0.8 for s, v in tonight.items()}, gate={**GATE, "direction": "both"})
+    assert both.outcome == "fail" and both.report["side"] == "below"
+
+
+def test_directions_of_the_defaults_table_and_declared_ones():
+    assert direction_of({"metric_key": "rollout/raw_reward"}) == "down"
+    assert direction_of({"metric_key": "train/grad_norm"}) == "up"
+    assert direction_of({"metric_key": "eval/accuracy"}) == "both"
+    assert direction_of({"metric_key": "eval/accuracy", "direction": "down"}) == "down"
+
+
+def test_faults_that_need_no_history_are_judged_on_the_first_night_with_any():
+    rng = random.Random(5)
+    history, tonight = _nights(rng, 1, 50, 0.0), _nights(rng, 1, 50, 0.0)[0]
+    calm = _judge(history, tonight)
+    assert calm.outcome == "inactive" and {r.status for r in calm.results} == {INACTIVE}
+    assert "calibrating: 1 trusted night(s), 5 needed" in calm.results[0].reason
+    blown = _judge(history, {s: v * 10 for s, v in tonight.items()})  # lr x10
+    assert blown.outcome == "fail" and blown.results[-1].bound == "blowup"
+    short = _judge(history, {s: v for s, v in tonight.items() if s < 30})  # the night ended early
+    assert short.outcome == "error" and short.results[0].status == ERROR
+    assert "20 steps (30 to 49) missing from tonight's record" in short.results[0].reason
+    cold = _judge([], tonight)
+    assert cold.outcome == "inactive" and "cold start" in cold.results[0].reason
+
+
+def test_a_level_shift_pages_once_then_continues_then_is_adopted():
+    rng = random.Random(8)
+    *history, tonight = _nights(rng, 21, 100, 0.3)
+    first = _judge(history, {s: v * 1.3 for s, v in tonight.items()})
+    assert first.outcome == "fail" and first.report["shift"]["continues"] is False
+    assert blocks(FAIL, GATE, enforce=False, outcome=first.outcome)
+    prior = Candidate("tonight", "2026-02-01", False, first.stored)
+    second = _judge(history, {s: v * 1.3 for s, v in _nights(rng, 1, 100, 0.3)[0].items()}, recent=[prior])
+    assert second.outcome == "shift" and second.report["shift"]["since_run_id"] == "tonight"
+    assert second.report["shift"]["nights"] == 2 and "night 2, reported on its first night" in second.results[-1].reason
+    assert not blocks(FAIL, GATE, enforce=True, outcome=second.outcome)  # reported once, pages once
+    # after SHIFT_ADOPT failing nights of one shift, the shift is the history
+    trusted = [Candidate(f"t{i}", f"2026-01-{i + 1:02d}", True, {"o": "pass"}) for i in range(10)]
+    shift = [Candidate(f"s{i}", f"2026-02-{i + 1:02d}", False, {"o": "shift" if i else "fail", "since": "s0"})
+             for i in range(SHIFT_ADOPT)]
+    choice = choose_history(trusted + shift, 20)
+    assert choice.adopted is not None and [c.run_id for c in choice.history] == [c.run_id for c in shift]
+    assert choose_history(trusted + shift[:-1], 20).adopted is None
+
+
+def test_a_slow_regression_inside_every_band_is_reported_as_drift():
+    rng = random.Random(21)
+    base = _nights(rng, 20, 100, 0.8)
+    drifting = [{s: v * (1 + 0.01 * (i + 1)) for s, v in night.items()} for i, night in enumerate(_nights(rng, 15, 100,
+                                                                                                        0.8))]
+    history = list(base)
+    found = None
+    for night, values in enumerate(drifting):
+        decision = _judge(history[-20:], values)
+        if decision.outcome in ("drift", "fail"):
+            found = (night, decision)
+            break
+        history.append(values)
+    assert found is not None and found[0] < 12, found
+    night, decision = found
+    if decision.outcome == "drift":
+        assert decision.report["drift"]["cumulative"] > 0.03 and decision.results[-1].bound == "drift"
+
+
+def test_trust_per_declaration_and_marks():
+    assert night_trusted("untrusted", None, {"o": "pass"})  # another declaration failed that night
+    assert not night_trusted("untrusted", None, {"o": "fail"})
+    assert not night_trusted("trusted", "untrusted", {"o": "pass"})  # a person's mark wins
+    assert night_trusted("untrusted", "trusted", {"o": "error"})
+    assert night_trusted("trusted", None, None)  # judged before outcomes were stored: the run decides
+
+
+def test_blocking_is_decided_in_one_place():
+    gate = {**GATE, "enforce": False}
+    assert not blocks(FAIL, gate, enforce=False) and blocks(FAIL, gate, enforce=True)
+    assert not blocks(FAIL, {**GATE, "severity": "warn"}, enforce=True)
+    assert not blocks(ERROR, {**GATE, "allowlist_reason": "known"}, enforce=True)
+    assert not blocks(PASS, GATE, enforce=True)
+
+
+def test_a_value_that_is_not_a_number_is_an_error_under_calibrated_and_a_warning_under_reference(tmp_path):
+    import json
+
+    from airflow_metric_gate.declarations import declare
+    from airflow_metric_gate.records import read_record
+    from airflow_metric_gate.selection import select_steps
+
+    path = tmp_path / "night.jsonl"
+    path.write_text(json.dumps({"metric": "train/grad_norm", "series": [[0, None], [1, 1.1], [2, "nan"]]}) + "\n")
+    record = read_record(path)
+    reference = select_steps(record, [declare("train/grad_norm", steps="all")])[0]
+    assert reference.error is None and reference.steps == [1]  # the reference gate drops them
+    calibrated = select_steps(record, [declare("train/grad_norm", steps="all", policy="calibrated")])[0]
+    assert calibrated.error == (f"metric 'train/grad_norm': step 0 has the value null ({path} line 1), which is not "
+                                "a number (policy calibrated: an ERROR, not a dropped point); 1 more such point(s)")
+    last = select_steps(record, [declare("train/grad_norm", steps="last", policy="calibrated")])[0]
+    assert last.error is not None and 'step 2, has the value "nan"' in last.error
