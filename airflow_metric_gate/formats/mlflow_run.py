@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from airflow_metric_gate.records import Record, RecordError, add_log_points
 
@@ -50,12 +50,15 @@ class RunLocation:
     :param run_id: the run id (``runs:/`` form), else ``None``.
     :param experiment: the experiment name (``experiments:/`` form), else ``None``.
     :param tags: the tags the run must carry (``experiments:/`` form).
+    :param uri_written: whether the location wrote the tracking URI (else it came from
+        ``MLFLOW_TRACKING_URI``, and :func:`run_location` leaves it out).
     """
 
     tracking_uri: str
     run_id: str | None = None
     experiment: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    uri_written: bool = True
 
     def describe(self) -> str:
         """The run for messages: ``MLflow run <id>`` or the experiment and tags looked for."""
@@ -97,6 +100,7 @@ def parse_location(location: Any) -> RunLocation:
         else:
             raise RecordError(f"unknown query parameter {key!r} (expected tag.<key>=<value> or tracking_uri=<uri>)",
                               path=text)
+    uri_written = bool(tracking_uri)
     tracking_uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None
     if not tracking_uri:
         raise RecordError("no MLflow tracking URI: add ?tracking_uri=<uri> to the location or set MLFLOW_TRACKING_URI",
@@ -106,12 +110,12 @@ def parse_location(location: Any) -> RunLocation:
         if tags:
             raise RecordError("a runs:/ location names one run: tags select runs of an experiments:/ location",
                               path=text)
-        return RunLocation(tracking_uri, run_id=name)
+        return RunLocation(tracking_uri, run_id=name, uri_written=uri_written)
     if parts.scheme == "experiments" and name:
         if not tags:
             raise RecordError("an experiments:/ location needs at least one tag.<key>=<value> to pick the night's run",
                               path=text)
-        return RunLocation(tracking_uri, experiment=name, tags=tags)
+        return RunLocation(tracking_uri, experiment=name, tags=tags, uri_written=uri_written)
     raise RecordError(f"an mlflow record is named {_FORMS}", path=text)
 
 
@@ -184,6 +188,39 @@ def run_problem(where: RunLocation, run: Any) -> tuple[bool, str]:
         return False, f"{name} is {status}: a run is gated once it is FINISHED"
     raise RecordError(f"the run ended {status}: a night whose training did not finish is not gated",
                       path=where.describe())
+
+
+def run_location(where: RunLocation, run_id: str) -> str:
+    """The location of one run (``runs:/<id>``), with the tracking URI when the location wrote it.
+
+    A tracking URI taken from ``MLFLOW_TRACKING_URI`` stays out: it may hold credentials, and the
+    location travels through XCom and logs.
+
+    :param where: the parsed location the run was found by.
+    :param run_id: the run found.
+    """
+    if not where.uri_written:
+        return f"runs:/{run_id}"
+    return f"runs:/{run_id}?{urlencode({'tracking_uri': where.tracking_uri}, safe=':/')}"
+
+
+def pin_location(location: Any) -> str:
+    """The ``runs:/<id>`` location of the run a location names now (an ``experiments:/`` one resolved).
+
+    Ingest pins the run so that the next tasks read that very run, even if the job starts another
+    run with the same tags meanwhile.
+
+    :param location: the run location.
+    :raises RecordError: the location is bad, or no run matches it.
+    :raises StorageUnavailable: the tracking server could not be reached.
+    """
+    where = parse_location(location)
+    if where.run_id is not None:
+        return location.strip()
+    run = find_run(where)
+    if run is None:
+        raise RecordError("no such run: no run of the experiment carries those tags", path=where.describe())
+    return run_location(where, run.info.run_id)
 
 
 def read_run(location: Any) -> Record:
