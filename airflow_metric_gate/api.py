@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from datetime import date, datetime, time, timezone
 from typing import Any
 
@@ -54,7 +54,10 @@ def load_declarations(
 class Verdict:
     """A gate's verdict (``airflow-metric-gate/verdict/v1``, see the Verdict page of the docs).
 
-    The fields are the verdict's JSON keys; :meth:`to_dict` gives that JSON back exactly.
+    The fields are the verdict's JSON keys; :meth:`to_dict` gives that JSON back exactly.  The keys
+    beyond SPEC 10, present only when they have something to say (``warnings``, and the calibrated
+    policy's ``policy``, ``declarations``, ``level_shifts``, ``drifts``, ``improvements``,
+    ``blowups``, ``starved``), are in :attr:`sections`.
     """
 
     schema: str
@@ -71,6 +74,7 @@ class Verdict:
     summary: list
     results: list
     truncated: int
+    sections: dict = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, verdict: Mapping[str, Any]) -> Verdict:
@@ -78,7 +82,14 @@ class Verdict:
 
         :param verdict: the verdict.
         """
-        return cls(**{f.name: copy.deepcopy(verdict[f.name]) for f in fields(cls)})
+        known = {f.name for f in fields(cls)} - {"sections"}
+        return cls(**{name: copy.deepcopy(verdict[name]) for name in known},
+                   sections={k: copy.deepcopy(v) for k, v in verdict.items() if k not in known})
+
+    @property
+    def level_shifts(self) -> list:
+        """The level shifts the calibrated policy reported (empty under ``reference``)."""
+        return list(self.sections.get("level_shifts", ()))
 
     @property
     def blocked(self) -> bool:
@@ -87,7 +98,9 @@ class Verdict:
 
     def to_dict(self) -> dict:
         """Return the verdict's JSON: the documented keys, in their documented order."""
-        return {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+        out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self) if f.name != "sections"}
+        out.update(copy.deepcopy(self.sections))
+        return out
 
     def report(self, *, table_rows: int | None = DEFAULT_TABLE_ROWS) -> str:
         """Return the report ``metric-gate run`` prints: summary lines, the greppable line and a table.

@@ -32,6 +32,7 @@ FIRST_NIGHT = date(2026, 11, 1)
 
 GATES_YAML = """\
 # Demo gates: the first three take steps and band from the built-in defaults table.
+policy: calibrated
 gates:
   - metric_key: rollout/raw_reward
   - metric_key: train/grad_norm

@@ -373,6 +373,8 @@ def _step(result: dict) -> str:
 def _describe(result: dict) -> str:
     if result["status"] == ERROR:
         return f"ERROR: {result['reason']}"
+    if result["step"] is None or result["lo"] is None or result["current"] is None:  # a whole night's result
+        return f"{result['status']} whole night: {result['reason']}"
     band = f"[{result['lo']:.6g}, {result['hi']:.6g}]"
     return f"{result['status']} step {_step(result)} {result['current']:.6g} vs {band}"
 

@@ -80,6 +80,8 @@ def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str,
 
     failed: dict[Key, list] = {}
     gate_summaries: dict[Key, dict] = {}
+    judged_nights: dict[Key, int] = {}
+    missing_nights: dict[Key, int] = {}
     report_nights = []
     totals = {s: 0 for s in STATUSES}
     done: list[_Night] = []
@@ -92,6 +94,10 @@ def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str,
         for night in group:
             entry = _judge(night, done, group, given, policy, trust, history_limit=history_limit,
                            min_history=min_history, aggregate=aggregate, failed=failed, summaries=gate_summaries)
+            for key in entry.pop("_judged"):
+                judged_nights[key] = judged_nights.get(key, 0) + 1
+            for key in entry.pop("_missing"):
+                missing_nights[key] = missing_nights.get(key, 0) + 1
             for s, c in entry["counts"].items():
                 totals[s] += c
             report_nights.append(entry)
@@ -101,7 +107,8 @@ def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str,
                     if n["stored_status"] == "trusted" and n["replayed_status"] != "trusted"]
     changed_pass = [n["run_id"] for n in report_nights
                     if n["stored_status"] == "untrusted" and n["replayed_status"] == "trusted"]
-    gates = [{**summary, "nights_failed": len(failed.get(key, [])), "failed": failed.get(key, [])}
+    gates = [{**summary, "nights_judged": judged_nights.get(key, 0), "nights_not_stored": missing_nights.get(key, 0),
+              "nights_failed": len(failed.get(key, [])), "failed": failed.get(key, [])}
              for key, summary in gate_summaries.items()]
     return {
         "series": series, "backend": backend, "suite": suite,
@@ -185,7 +192,9 @@ def _judge(night: _Night, done: list[_Night], group: list[_Night], given: dict |
     entry = {"run_id": run.run_id, "logical_date": run.logical_date.isoformat(), "role": run.role,
              "stored_status": run.status, "replayed_status": "trusted" if night.trusted else "untrusted",
              "counts": {s: c for s, c in (judgement.counts if judgement else {}).items() if c},
-             "outcomes": {"|".join(k): o.get("o") for k, o in outcomes.items()}}
+             "outcomes": {"|".join(k): o.get("o") for k, o in outcomes.items()},
+             "_judged": [k for k in gates if k in values or k in errors],
+             "_missing": [k for k in gates if k not in values and k not in errors]}
     by_gate: dict[Key, list] = {}
     for _, result, gate in (judgement.results if judgement else ()):
         if result.status in ("FAIL", "ERROR"):

@@ -20,7 +20,7 @@ XCOM_MAX_BYTES = 60_000
 #: A FAIL's distance divides by ``max(|ref|, DISTANCE_TINY)``, so a zero baseline still gives a number.
 DISTANCE_TINY = 1e-12
 #: The ``bound`` of the calibrated policy's declaration-level FAIL results (no step).
-CALIBRATED_NIGHT_BOUNDS = frozenset({"night", "drift", "blowup"})
+CALIBRATED_NIGHT_BOUNDS = frozenset({"night", "drift", "blowup", "constraint"})
 
 #: A declaration: ``(metric_key, steps_key, constraint_key)``.
 DeclarationKey = tuple[str, str, str]

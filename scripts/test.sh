@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Install the package with its test and docs extras into .venv, then lint, build the docs and run every test.
+# Install the package with its test, docs and bench extras into .venv, then lint, build the docs and run every test.
 # Each test session creates its own Postgres database and drops it afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[test,docs]"
+.venv/bin/python -m pip install --quiet -e ".[test,docs,bench]"
 .venv/bin/ruff check .
 if [ -f mkdocs.yml ]; then
     NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"

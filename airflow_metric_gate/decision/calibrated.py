@@ -23,7 +23,8 @@ The rules (docs/concepts.md, "The calibrated policy", is their contract):
   history, not one night) when nobody accepted or fixed it first.
 * **Slow drift.**  The recent nights' level is compared with the oldest half of the history (an
   anchor the drift cannot drag along, since drifting nights are judged against it): a drift on the
-  regression side is reported with its start, slope and cumulative change.
+  regression side is reported with its start, slope and cumulative change, pages once, and is
+  adopted like a level shift after :data:`SHIFT_ADOPT` nights.
 
 Nothing here reads the store: :func:`choose_history` picks a declaration's history from the
 candidate nights the caller read, and :func:`judge_declaration` judges one night.
@@ -40,7 +41,7 @@ from typing import Any
 from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES, direction_of
 from airflow_metric_gate.decision.stats import mean_and_sd, median_sorted, ols_slope, t_quantile, trimmed_mean
 from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS
-from airflow_metric_gate.evaluation import Result
+from airflow_metric_gate.evaluation import Result, band_limits, constraint_params
 
 __all__ = [
     "BLOWUP_RATIO",
@@ -57,9 +58,13 @@ __all__ = [
 
 #: The false-alarm rate of one declaration's night test on its regression side (both sides
 #: together for ``direction: both``).
-FALSE_ALARM = 0.001
+FALSE_ALARM = 0.0005
+#: The false-alarm rate of each sustained-shift test (2 and 3 nights in a row, see :data:`SUSTAINED_NIGHTS`).
+SUSTAINED_FALSE_ALARM = 0.0002
 #: The false-alarm rate of the drift test.
-DRIFT_FALSE_ALARM = 0.001
+DRIFT_FALSE_ALARM = 0.0002
+#: The sustained-shift test adds up the normalised ``z`` of this many nights in a row, tonight's included.
+SUSTAINED_NIGHTS = (2, 3)
 #: Trusted nights a declaration needs before its night test judges (fewer: INACTIVE, while the
 #: faults that need no history are still judged).
 CALIBRATION_MIN = 5
@@ -67,6 +72,8 @@ CALIBRATION_MIN = 5
 BLOWUP_RATIO = 5.0
 #: Failing nights of one level shift after which it is adopted as the new baseline.
 SHIFT_ADOPT = 5
+#: The outcomes of the nights one reported change (a level shift or a drift) is adopted from.
+ADOPTABLE = frozenset({"fail", "shift", "drift", "drift-continues"})
 #: Trusted nights the drift test needs.
 DRIFT_MIN = 10
 #: The recent nights (tonight included) whose level the drift test compares with the anchor.
@@ -75,7 +82,7 @@ DRIFT_RECENT = 3
 MANY_STEPS = 20
 #: The degrees of freedom, at most, of the night band of a declaration with fewer than
 #: :data:`MANY_STEPS` steps (one value a night, say): its noise may be heavy-tailed.
-HEAVY_TAIL_DF = 4
+HEAVY_TAIL_DF = 6
 #: How many recent trusted nights must all have a step for tonight to miss it.
 EXPECTED_NIGHTS = 3
 #: 1 / Phi^-1(3/4): turns a median absolute deviation into a standard deviation for normal data.
@@ -156,7 +163,7 @@ def choose_history(candidates: Sequence[Candidate], history_limit: int) -> Histo
         shift: list[Candidate] = []
         for c in reversed(recent):
             o = c.outcome or {}
-            if since is None or o.get("since") != since or o.get("o") not in ("fail", "shift"):
+            if since is None or o.get("since") != since or o.get("o") not in ADOPTABLE:
                 break
             shift.append(c)
         if len(shift) >= SHIFT_ADOPT:
@@ -289,6 +296,9 @@ def judge_declaration(
         return _blowup(key, tonight, refs, columns, blown, report, run_id, n)
 
     if n < need:
+        prior = _prior_band(key, gate, direction, tonight, refs, columns, report, n, need)
+        if prior is not None:
+            return prior
         reason = f"calibrating: {n} trusted night(s), {need} needed for the night test"
         out = []
         for (step, at, value), column in zip(tonight, columns):
@@ -331,7 +341,20 @@ def judge_declaration(
     df = max(m - 1, 1) if len(judged) >= MANY_STEPS else min(max(m - 1, 1), HEAVY_TAIL_DF)
     q = t_quantile(1.0 - (FALSE_ALARM if one_sided else FALSE_ALARM / 2.0), df) * math.sqrt(1.0 + 1.0 / m)
     z = (statistic - center) / sd
+    zn = z / math.sqrt(1.0 + 1.0 / m)  # about unit variance on a clean night, whatever the history's length
     worse = _worse_side(direction, z, q)
+    previous = choice.recent[-1].outcome if choice.recent else None
+    sustained = None
+    if not worse:
+        agrees = (previous is not None and previous.get("o") in ("fail", "shift") and previous.get("side")
+                  and _worse_side(direction, z, q / 2.0) == previous["side"]
+                  and abs(previous.get("z", math.inf) - z) <= q * math.sqrt(2.0))
+        if agrees:  # tonight is as far off as the failing night before it: the shift goes on
+            worse = previous["side"]
+        elif not choice.recent and len(past) == len(history):
+            sustained = _sustained(direction, statistic, past, history, few_steps=len(judged) < MANY_STEPS)
+            if sustained is not None:
+                worse = sustained["side"]
     better = None if worse else _better_side(direction, z, q)
     report.update(statistic=statistic, center=center, sd=sd, z=z, threshold=q, level=level_tonight,
                   steps_judged=len(judged), false_alarm=FALSE_ALARM)
@@ -378,18 +401,22 @@ def judge_declaration(
                   f"level {_pct(level_tonight)} against the baseline")
 
     if worse:
-        previous = choice.recent[-1].outcome if choice.recent else None
         continues = (previous is not None and previous.get("o") in ("fail", "shift") and previous.get("side") == worse
                      and previous.get("since") and abs(previous.get("z", math.inf) - z) <= q * math.sqrt(2.0))
         since_run = previous["since"] if continues else run_id
         since_date = previous.get("since_date", logical_date) if continues else logical_date
+        if sustained is not None:
+            since_run, since_date = sustained["since_run_id"], sustained["since"]
+            report["sustained"] = sustained
         outcome = "shift" if continues else "fail"
         nights = (int(previous.get("nights", 1)) + 1) if continues else 1
         report["shift"] = {"since": since_date, "since_run_id": since_run, "nights": nights,
                            "change": level_tonight, "continues": bool(continues),
                            "adopt_after": SHIFT_ADOPT}
         driven = _steps_text(driving)
-        text = (f"{night_text}; level shift since {since_date}: {_pct(level_tonight)}"
+        held = (f"; {sustained['nights']} nights in a row off the baseline the same way (their z added up: "
+                f"{_fmt(sustained['statistic'])} beyond {_fmt(sustained['threshold'])})" if sustained else "")
+        text = (f"{night_text}{held}; level shift since {since_date}: {_pct(level_tonight)}"
                 + (f" (night {nights}, reported on its first night; adopted as the baseline after {SHIFT_ADOPT} "
                    "nights unless accepted or fixed first)" if continues else "")
                 + (f"; driven by {driven} {worse} their band" if driven else ""))
@@ -397,15 +424,15 @@ def judge_declaration(
                        reason=text)
         report["driven_by"] = driving[:50]
         report["driven_count"] = len(driving)
-        stored = {"o": outcome, "side": worse, "z": z, "level": level_tonight, "since": since_run,
+        stored = {"o": outcome, "side": worse, "z": z, "zn": zn, "level": level_tonight, "since": since_run,
                   "since_date": since_date, "nights": nights, "cause": f"{key[0]}: level {_pct(level_tonight)}"}
         return Decision(outcome, step_results + [night], stored, report)
 
     drift = _drift(direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS)
     if drift is not None:
-        previous = choice.recent[-1].outcome if choice.recent else None
         continues = previous is not None and previous.get("o") in ("drift", "drift-continues")
         outcome = "drift-continues" if continues else "drift"
+        drift_since = previous.get("since", run_id) if continues else run_id
         drift["continues"] = bool(continues)
         report["drift"] = drift
         text = (f"slow drift since {drift['start']}: {drift['slope'] * 100:+.2f} % a night, "
@@ -413,14 +440,53 @@ def judge_declaration(
                 "every night stayed within its own band")
         night = Result(*key, None, None, FAIL, current=drift["t"], ref=0.0, n=len(levels), lo=-drift["threshold"],
                        hi=drift["threshold"], side=drift["side"], bound="drift", reason=text)
-        stored = {"o": outcome, "z": z, "level": level_tonight, "cause": f"{key[0]}: drift {_pct(drift['cumulative'])}"}
+        stored = {"o": outcome, "z": z, "zn": zn, "level": level_tonight, "since": drift_since,
+                  "cause": f"{key[0]}: drift {_pct(drift['cumulative'])}"}
         return Decision(outcome, step_results + [night], stored, report)
 
     extra = []
     if better:
         extra.append(Result(*key, None, None, PASS, current=z, ref=0.0, n=m, lo=-q, hi=q, bound="improvement",
                             reason=f"{night_text}: an improvement ({better} the band), not a regression"))
-    return Decision("pass", step_results + extra, {"o": "pass", "z": z, "level": level_tonight}, report)
+    return Decision("pass", step_results + extra, {"o": "pass", "z": z, "zn": zn, "level": level_tonight}, report)
+
+
+def _sustained(direction: str, statistic: float, past: Sequence[float], history: Sequence[Candidate], *,
+               few_steps: bool) -> dict | None:
+    """The sustained-shift test: tonight and the nights just before it, together off the other nights.
+
+    For ``k`` of :data:`SUSTAINED_NIGHTS`, the mean statistic of the last ``k`` nights (tonight and
+    the ``k - 1`` trusted nights just before it) is compared with the other trusted nights':
+    ``t = (mean_k - mean_rest) / (sd_rest x sqrt(1/k + 1/n_rest))``, Student's ``t`` with
+    ``n_rest - 1`` degrees of freedom on clean nights, each ``k`` at :data:`SUSTAINED_FALSE_ALARM`.
+    A shift too small for one night's band is caught on its second or third night, and the nights
+    it already moved do not hide it (they are left out of the comparison).
+
+    :param statistic: tonight's night statistic.
+    :param past: each trusted night's statistic (against the others), in ``history`` order.
+    :param history: the trusted nights, oldest first.
+    """
+    one_sided = direction != "both"
+    for k in SUSTAINED_NIGHTS:
+        rest = past[: len(past) - (k - 1)]
+        if len(rest) < CALIBRATION_MIN:
+            continue
+        recent = [*past[len(past) - (k - 1):], statistic]
+        r_mean, r_sd = mean_and_sd(rest)
+        if r_sd <= 0:
+            continue
+        sides = {_worse_side(direction, v - r_mean, 0.0) for v in recent}
+        if len(sides) != 1 or None in sides:
+            continue
+        t = (math.fsum(recent) / k - r_mean) / (r_sd * math.sqrt(1.0 / k + 1.0 / len(rest)))
+        df = min(len(rest) - 1, HEAVY_TAIL_DF) if few_steps else len(rest) - 1
+        threshold = t_quantile(1.0 - (SUSTAINED_FALSE_ALARM if one_sided else SUSTAINED_FALSE_ALARM / 2.0), df)
+        side = _worse_side(direction, t, threshold)
+        if side is not None:
+            first = history[len(history) - (k - 1)]
+            return {"nights": k, "statistic": t, "threshold": threshold, "side": side,
+                    "since": first.logical_date, "since_run_id": first.run_id}
+    return None
 
 
 def _is_blowup(value: float, ref: float) -> bool:
@@ -452,6 +518,46 @@ def _blowup(key, tonight, refs, columns, blown, report, run_id, n) -> Decision:
     out.append(Result(*key, None, None, FAIL, n=n, bound="blowup", reason=text))
     report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set)}
     stored = {"o": "fail", "blowup": True, "cause": f"{key[0]}: blow-up"}
+    return Decision("fail", out, stored, report)
+
+
+def _prior_band(key, gate, direction, tonight, refs, columns, report, n, need) -> Decision | None:
+    """Before the night test is calibrated: half the steps or more beyond the constraint's band, on the regression side.
+
+    The declaration's constraint (its own, or the defaults table's) is the prior: with fewer than
+    ``need`` trusted nights the night fails when at least half of its steps that have a median
+    leave that band on the side that is a regression.  One noisy step fails nothing.
+    """
+    params = constraint_params(gate.get("constraint") or {})
+    up, down = params[0] > 0 or params[1] > 0, params[2] > 0 or params[3] > 0
+    if not ((direction in ("up", "both") and up) or (direction in ("down", "both") and down)):
+        return None  # a band of no width on the regression side says nothing yet
+    out, outside, judged = [], [], 0
+    for (step, at, value), ref, column in zip(tonight, refs, columns):
+        if not column:
+            out.append(Result(*key, step, at, INACTIVE, current=value, n=0, reason="no trusted value of this step"))
+            continue
+        judged += 1
+        lo, hi = band_limits(ref, params)
+        side = "above" if value > hi else "below" if value < lo else None
+        if side is not None and _worse_side(direction, 1.0 if side == "above" else -1.0, 0.0) == side:
+            outside.append(step)
+            out.append(Result(*key, step, at, FAIL, current=value, ref=ref, n=len(column), lo=lo, hi=hi, side=side,
+                              bound="constraint",
+                              reason=f"{_fmt(value)} is {side} the constraint's band [{_fmt(lo)}, {_fmt(hi)}] around "
+                                     f"its median {_fmt(ref)} of {len(column)} trusted night(s)"))
+        else:
+            out.append(Result(*key, step, at, INACTIVE, current=value, n=len(column),
+                              reason=f"calibrating: {n} trusted night(s), {need} needed for the night test; "
+                                     "within the constraint's band"))
+    if not judged or len(outside) * 2 < judged:
+        return None
+    side = out[next(i for i, r in enumerate(out) if r.status == FAIL)].side
+    text = (f"calibrating ({n} of {need} trusted nights): {_steps_text(outside)} ({len(outside)} of {judged}) "
+            f"{side} the constraint's band on the regression side")
+    out.append(Result(*key, None, None, FAIL, n=n, side=side, bound="constraint", reason=text))
+    report["prior"] = {"steps": outside[:50], "count": len(outside)}
+    stored = {"o": "fail", "side": side, "cause": f"{key[0]}: {len(outside)} step(s) {side} the constraint's band"}
     return Decision("fail", out, stored, report)
 
 

@@ -14,14 +14,14 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, Param
 
-from airflow_metric_gate.declarations import check_gates_file
+from airflow_metric_gate.declarations import check_declarations
 from airflow_metric_gate.task_groups import metric_gate
 
 #: The gates file a run uses unless its params name another (relative to this file's folder).
 GATES_FILE = "gates/nightly_metric_gate.yaml"
-# The param is templated, so the night reads it; its default is checked now: a bad default gates
-# file is a DAG import error in the Airflow UI, not a failed night.
-check_gates_file(Path(__file__).parent / GATES_FILE)
+# The param is templated, so the night reads it; its default is checked now (when it is here): a
+# bad default gates file is a DAG import error in the Airflow UI, not a failed night.
+check_declarations(gates_file=GATES_FILE, relative_to=str(Path(__file__).parent))
 
 DOC_MD = """
 ### Nightly metric gate

@@ -25,7 +25,7 @@ class ResultSchema(Schema):
     side = fields.String(required=True, allow_none=True, validate=validate.OneOf(["above", "below"]))
     bound = fields.String(required=True, allow_none=True,
                           validate=validate.OneOf(["rel", "abs_floor", "mad", "night_mean", "calibrated", "night",
-                                                   "drift", "blowup", "improvement"]))
+                                                   "drift", "blowup", "improvement", "constraint"]))
     reason = fields.String(required=True)
     allowlist_reason = fields.String(allow_none=True)
     severity = fields.String(validate=validate.OneOf(["warn"]))
@@ -52,7 +52,8 @@ class WorstSchema(Schema):
     lo = fields.Float(required=True)
     hi = fields.Float(required=True)
     side = fields.String(required=True, validate=validate.OneOf(["above", "below"]))
-    bound = fields.String(required=True, validate=validate.OneOf(["rel", "abs_floor", "mad", "calibrated", "blowup"]))
+    bound = fields.String(required=True, validate=validate.OneOf(["rel", "abs_floor", "mad", "calibrated", "blowup",
+                                                                     "constraint"]))
     distance = fields.Float(required=True, validate=validate.Range(min=0))
 
 

@@ -143,3 +143,6 @@ def test_replay_reproduces_evaluate_under_both_policies(capsys, tmp_path, store_
     code, out, _ = _run(capsys, "replay", "--series", "rl", "--gates", gates, "--policy", "reference", "--json",
                         "--store", store_url)
     assert code == 0 and json.loads(out)["settings"].get("policy") in (None, "reference")
+    code, out, err = _run(capsys, "replay", "--series", "rl", "--policy", "calibrated", "--store", store_url)
+    assert code == 0, err
+    assert "policy=calibrated: 1 of 16 night(s) would fail" in out, out  # the blow-up night, as text

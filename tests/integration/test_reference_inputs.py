@@ -236,7 +236,7 @@ def test_same_coordinates_with_conflicting_enforce_is_an_error_naming_both_place
     assert code == 2 and verdict is None
     assert "enforce" in err and f"{gates}:2" in err and f"{gates}:5" in err, err
     # found when the operator is built (the DAG is parsed), before any night runs
-    with pytest.raises((AirflowFailException, DeclarationError), match="enforce") as failed:
+    with pytest.raises(DeclarationError, match="enforce") as failed:
         via_operators(store_url, record, gates, monkeypatch)
     assert f"{gates}:2" in str(failed.value) and f"{gates}:5" in str(failed.value)
     with open_store(store_url) as store:
@@ -369,3 +369,24 @@ def test_last_gates_the_last_point_of_the_last_line_when_a_resumed_trainer_resta
     assert verdict["trusted"] is True, verdict
     [last] = verdict["results"]
     assert (last["status"], last["current"], last["at_step"]) == ("INACTIVE", 0.65, 1)
+
+
+def test_many_dropped_points_are_listed_up_to_the_cap_and_counted_and_fit_the_xcom_limit(store_url, tmp_path):
+    from airflow_metric_gate.declarations import load_gates_file
+    from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, record_warnings, select
+    from airflow_metric_gate.records import MAX_DROPPED_NOTES, read_record
+
+    path = _record(tmp_path / "night.jsonl",
+                   {"metric": "rollout/raw_reward", "series": [[s, None] for s in range(300)] + [[300, 0.5]]})
+    declarations = load_gates_file(_gates(tmp_path / "gates.yaml", REWARD_ALL))
+    record = read_record(path)
+    warnings = record_warnings(record, declarations)
+    assert [w["step"] for w in warnings[:-1]] == list(range(MAX_DROPPED_NOTES))  # the first ones, with their place
+    assert warnings[-1]["kind"] == "more" and warnings[-1]["count"] == 300 - MAX_DROPPED_NOTES  # the rest counted
+    with open_store(store_url) as store:
+        persist(store, SeriesIdentity("rl"), RunInfo("n1"), select(record, declarations), warnings=warnings)
+        verdict = evaluate(store, "n1", max_bytes=3000)
+    assert len(json.dumps(verdict)) <= 3000 and verdict["counts"]["INACTIVE"] == 1
+    shown = [w for w in verdict["warnings"] if w["kind"] == "dropped_value"]
+    assert 0 < len(shown) < MAX_DROPPED_NOTES
+    assert verdict["warnings"][-1]["kind"] == "more" and len(shown) + verdict["warnings"][-1]["count"] == 300

@@ -19,7 +19,8 @@ from airflow_metric_gate.decision.stats import t_cdf, t_quantile, trimmed_mean
 from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS
 
 KEY = ("train/loss", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
-GATE = {"metric_key": KEY[0], "steps_key": KEY[1], "constraint_key": KEY[2], "constraint": {}, "enforce": True,
+GATE = {"metric_key": KEY[0], "steps_key": KEY[1], "constraint_key": KEY[2],
+        "constraint": {"rel_up": 0.1, "abs_floor_up": 0.0, "rel_down": 0.1, "abs_floor_down": 0.0}, "enforce": True,
         "allowlist_reason": None, "policy": "calibrated", "direction": "up"}
 
 
@@ -113,6 +114,11 @@ def test_faults_that_need_no_history_are_judged_on_the_first_night_with_any():
     assert "calibrating: 1 trusted night(s), 5 needed" in calm.results[0].reason
     blown = _judge(history, {s: v * 10 for s, v in tonight.items()})  # lr x10
     assert blown.outcome == "fail" and blown.results[-1].bound == "blowup"
+    halved = _judge(history, {s: v * 1.5 for s, v in tonight.items()})  # beyond the constraint's +10 %
+    assert halved.outcome == "fail" and halved.results[-1].bound == "constraint"
+    assert "calibrating (1 of 5 trusted nights)" in halved.results[-1].reason
+    better = _judge(history, {s: v * 0.7 for s, v in tonight.items()})  # the good side: not a regression
+    assert better.outcome == "inactive"
     short = _judge(history, {s: v for s, v in tonight.items() if s < 30})  # the night ended early
     assert short.outcome == "error" and short.results[0].status == ERROR
     assert "20 steps (30 to 49) missing from tonight's record" in short.results[0].reason
@@ -192,3 +198,30 @@ def test_a_value_that_is_not_a_number_is_an_error_under_calibrated_and_a_warning
                                 "a number (policy calibrated: an ERROR, not a dropped point); 1 more such point(s)")
     last = select_steps(record, [declare("train/grad_norm", steps="last", policy="calibrated")])[0]
     assert last.error is not None and 'step 2, has the value "nan"' in last.error
+
+
+def _sequence(nights):
+    """Judge nights one after another as evaluate does, each against the trusted ones before it."""
+    cands, decisions = [], []
+    for i, values in enumerate(nights):
+        choice = choose_history(cands, 20)
+        decision = judge_declaration(KEY, GATE, [(s, s, v) for s, v in sorted(values.items())], choice,
+                                     run_id=f"r{i}", logical_date=f"night-{i:03d}")
+        decisions.append(decision)
+        cands.append(Candidate(f"r{i}", f"night-{i:03d}", decision.outcome in ("pass", "inactive"), decision.stored,
+                               values))
+    return decisions
+
+
+def test_a_shift_too_small_for_one_night_is_caught_when_it_holds():
+    rng = random.Random(13)
+    clean = _nights(rng, 25, 100, 0.9)  # the steps move together: one night's band is wide
+    spread = 0.5 * math.sqrt(0.9 + 0.1 / 100) / 10.0  # the night level's relative spread
+    shifted = [{s: v * (1 + 3.0 * spread) for s, v in n.items()} for n in _nights(rng, 3, 100, 0.9)]
+    decisions = _sequence(clean + shifted)
+    assert all(d.outcome in ("pass", "inactive") for d in decisions[:25])
+    caught = [i for i, d in enumerate(decisions[25:]) if d.outcome == "fail"]
+    assert caught and caught[0] <= 2, [(d.outcome, round(d.report.get("z", 0), 2)) for d in decisions[25:]]
+    first = decisions[25 + caught[0]]
+    if caught[0] > 0:  # caught by adding up the nights in a row, not by tonight alone
+        assert first.report["sustained"]["nights"] == caught[0] + 1 or first.report["z"] > first.report["threshold"]
