@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode
 
 from airflow_metric_gate.records import is_data_file_name
 from airflow_metric_gate.storage import refresh
@@ -89,14 +88,13 @@ def check_mlflow_run(location: str) -> Readiness:
     :raises RecordError: the location is bad, the run does not exist or it failed.
     :raises StorageUnavailable: the tracking server could not be reached.
     """
-    from airflow_metric_gate.formats.mlflow_run import find_run, parse_location, run_problem
+    from airflow_metric_gate.formats.mlflow_run import find_run, parse_location, run_location, run_problem
 
     where = parse_location(location)
     run = find_run(where)
     ready, reason = run_problem(where, run)
     if ready:
-        location = f"runs:/{run.info.run_id}?{urlencode({'tracking_uri': where.tracking_uri}, safe=':/')}"
-        return Readiness(location, True, None, None, reason)
+        return Readiness(run_location(where, run.info.run_id), True, None, None, reason)
     return Readiness(location, False, MISSING_RUN if run is None else MISSING_FINISH, None, reason)
 
 

@@ -44,10 +44,12 @@ from airflow_metric_gate.schemas.records import (
 RECORD_FORMATS = RecordFormat.values()
 
 Point = tuple[int | None, object]
-#: A point whose step was not an int >= 0: ``(step as written, value, file, line)``.
-InvalidStep = tuple[object, object, str, int]
-#: A point whose value is not a number (selection drops it): ``(step, value, file, line)``.
-DroppedPoint = tuple[object, object, str, int]
+#: A point whose step was not an int >= 0: ``(step as written, value, file, line)``; for an event
+#: file or an MLflow run the position is a phrase such as ``"event record 3"``.
+InvalidStep = tuple[object, object, str, int | str]
+#: A point whose value is not a number (selection drops it): ``(step, value, file, line)``; for an
+#: event file or an MLflow run the position is a phrase, as for :data:`InvalidStep`.
+DroppedPoint = tuple[object, object, str, int | str]
 #: At most this many dropped points of one metric are kept with their file and line (all are counted).
 MAX_DROPPED_NOTES = 20
 #: At most this many reading warnings are kept (all are counted in :attr:`Record.warning_count`).
@@ -641,23 +643,35 @@ def _file_series(steps: list[int | None], values: list[object]) -> list[Point] |
 
 
 def add_log_points(
-    per_metric: dict[str, tuple[list, list, list]],
+    per_metric: dict[str, tuple[list, list, list, list]],
     name: str,
     metrics: dict[str, list[Point] | Columns],
     invalid_steps: dict[str, list[InvalidStep]],
+    dropped: dict[str, list[DroppedPoint]] | None = None,
+    dropped_count: dict[str, int] | None = None,
 ) -> None:
     """Add the points a log reader found in one file (or run) to the record read so far (files concatenate).
 
-    :param per_metric: metric -> ``(steps, values, invalid)`` as the readers of
+    :param per_metric: metric -> ``(steps, values, invalid, dropped)`` as the readers of
         :mod:`airflow_metric_gate.formats` return them.
-    :param name: the file (or run) read, for :attr:`Record.invalid_steps`.
+    :param name: the file (or run) read, for :attr:`Record.invalid_steps` and :attr:`Record.dropped`.
     :param metrics: the record's metrics so far, extended in place.
     :param invalid_steps: the record's invalid steps so far, extended in place.
+    :param dropped: the record's notes of points whose value is not a number, extended in place
+        (those a later point at the same step replaced are not noted); ``None``: not kept.
+    :param dropped_count: how many such points each metric has in all, counted in place.
     """
-    for metric, (steps, values, invalid) in per_metric.items():
+    for metric, (steps, values, invalid, not_numbers) in per_metric.items():
         if invalid:
             invalid_steps.setdefault(metric, []).extend((step, value, name, at) for step, value, at in invalid)
         series = _file_series(steps, values)
+        if not_numbers and dropped is not None and dropped_count is not None:
+            kept = {id(value) for _, value in _as_points(series)}
+            found = [(step, value, name, at) for step, value, at in not_numbers if id(value) in kept]
+            if found:
+                dropped_count[metric] = dropped_count.get(metric, 0) + len(found)
+                notes = dropped.setdefault(metric, [])
+                notes.extend(found[: max(MAX_DROPPED_NOTES - len(notes), 0)])
         existing = metrics.get(metric)
         metrics[metric] = series if existing is None else _concatenate(existing, series)
 
@@ -696,7 +710,7 @@ def _read_csv(
         per_metric = read_csv_log(fh)
     except CsvLogError as err:
         raise RecordError(str(err), path=name, line=err.line) from None
-    add_log_points(per_metric, name, metrics, notes.invalid_steps)
+    add_log_points(per_metric, name, metrics, notes.invalid_steps, notes.dropped, notes.dropped_count)
 
 
 def _missing_extra(extra: str, err: ImportError) -> str:

@@ -174,7 +174,8 @@ def _invalid_step_note(notes: list[tuple[object, object, str, int]]) -> str:
     except (TypeError, ValueError):
         point = repr([step, value])
     more = f" (and {len(numeric) - 1} more such point(s))" if len(numeric) > 1 else ""
-    return (f"point {point} ({path} line {line}) has a step that is not an int >= 0, so it counts as a point "
+    where = f"line {line}" if isinstance(line, int) else line  # a log's own position: "event record 3"
+    return (f"point {point} ({path} {where}) has a step that is not an int >= 0, so it counts as a point "
             f"without a step{more}")
 
 
@@ -215,8 +216,8 @@ def _json_text(value: object) -> str:
         return repr(value)
 
 
-def _place(path: str, line: int) -> str:
-    return f"{path} line {line}"
+def _place(path: str, line: int | str) -> str:
+    return f"{path} line {line}" if isinstance(line, int) else f"{path} {line}"  # a log's own phrase
 
 
 def _dropped_at(record: Record, metric: str, wanted: Sequence[int]) -> dict[int, str]:

@@ -10,6 +10,8 @@ they are used.
 from __future__ import annotations
 
 #: One metric's points read from one file: its steps (``None`` for a step that is not an
-#: int >= 0), its values, and the points whose step was not an int >= 0 as
-#: ``(step as written, value, position)``, the position being a line or a record number.
-FilePoints = tuple[list, list, list]
+#: int >= 0), its values, the points whose step was not an int >= 0 as
+#: ``(step as written, value, position)``, and the points whose value is not a number as
+#: ``(step, value, position)``; the position is a 1-based line or a phrase such as
+#: ``"event record 3"``.
+FilePoints = tuple[list, list, list, list]

@@ -48,6 +48,8 @@ def _cell_value(cell: str) -> Any:
     text = cell.strip()
     if _INT.fullmatch(text):
         return int(text)
+    if "_" in text:  # Python's float() reads "1_0" as 10.0; a CSV log means no such number
+        return cell
     try:
         return float(text)
     except ValueError:
@@ -93,7 +95,7 @@ def read_csv_log(fh: Any) -> dict[str, FilePoints]:
             seen.add(name)
         step_at = names.index(STEP_COLUMN)
         columns = [(i, name) for i, name in enumerate(names) if i != step_at]
-        out: dict[str, FilePoints] = {name: ([], [], []) for _, name in columns}
+        out: dict[str, FilePoints] = {name: ([], [], [], []) for _, name in columns}
         width = len(names)
         for row in reader:
             if not row:
@@ -117,6 +119,8 @@ def read_csv_log(fh: Any) -> dict[str, FilePoints]:
                 points[1].append(value)
                 if step is None and written:
                     points[2].append((written, value, line))
+                if type(value) is str:  # kept for selection to drop: noted, so that the verdict reports it
+                    points[3].append((step, value, line))
     except UnicodeDecodeError as err:
         raise CsvLogError(f"not UTF-8 text: {err.reason} at byte {err.start} of a line") from None
     except csv.Error as err:

@@ -29,7 +29,7 @@ import os
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 from airflow_metric_gate.records import Record, RecordError, add_log_points
 
@@ -50,12 +50,15 @@ class RunLocation:
     :param run_id: the run id (``runs:/`` form), else ``None``.
     :param experiment: the experiment name (``experiments:/`` form), else ``None``.
     :param tags: the tags the run must carry (``experiments:/`` form).
+    :param uri_written: whether the location wrote the tracking URI (else it came from
+        ``MLFLOW_TRACKING_URI``, and :func:`run_location` leaves it out).
     """
 
     tracking_uri: str
     run_id: str | None = None
     experiment: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    uri_written: bool = True
 
     def describe(self) -> str:
         """The run for messages: ``MLflow run <id>`` or the experiment and tags looked for."""
@@ -92,11 +95,12 @@ def parse_location(location: Any) -> RunLocation:
     for key, value in query:
         if key == "tracking_uri":
             tracking_uri = value
-        elif key.startswith("tag.") and len(key) > 4:
+        elif key.startswith("tag.") and len(key) > 4 and "`" not in key:
             tags[key[4:]] = value
         else:
             raise RecordError(f"unknown query parameter {key!r} (expected tag.<key>=<value> or tracking_uri=<uri>)",
                               path=text)
+    uri_written = bool(tracking_uri)
     tracking_uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or None
     if not tracking_uri:
         raise RecordError("no MLflow tracking URI: add ?tracking_uri=<uri> to the location or set MLFLOW_TRACKING_URI",
@@ -106,12 +110,12 @@ def parse_location(location: Any) -> RunLocation:
         if tags:
             raise RecordError("a runs:/ location names one run: tags select runs of an experiments:/ location",
                               path=text)
-        return RunLocation(tracking_uri, run_id=name)
+        return RunLocation(tracking_uri, run_id=name, uri_written=uri_written)
     if parts.scheme == "experiments" and name:
         if not tags:
             raise RecordError("an experiments:/ location needs at least one tag.<key>=<value> to pick the night's run",
                               path=text)
-        return RunLocation(tracking_uri, experiment=name, tags=tags)
+        return RunLocation(tracking_uri, experiment=name, tags=tags, uri_written=uri_written)
     raise RecordError(f"an mlflow record is named {_FORMS}", path=text)
 
 
@@ -153,14 +157,18 @@ def find_run(where: RunLocation) -> Any:
     experiment = _call(where, "look up the experiment", client.get_experiment_by_name, where.experiment)
     if experiment is None:
         return None
-    conditions = " and ".join(f"tags.`{key}` = '{_quote(value)}'" for key, value in where.tags.items())
+    conditions = " and ".join(f"tags.`{key}` = {_quote(where, value)}" for key, value in where.tags.items())
     runs = _call(where, "search the runs", client.search_runs, [experiment.experiment_id],
                  filter_string=conditions, order_by=["attributes.start_time DESC"], max_results=1)
     return runs[0] if runs else None
 
 
-def _quote(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("'", "\\'")
+def _quote(where: RunLocation, value: str) -> str:
+    """A tag value as a string literal of MLflow's search filter (which has no escapes)."""
+    for quote in ("'", '"'):
+        if quote not in value:
+            return f"{quote}{value}{quote}"
+    raise RecordError("a tag value holding both ' and \" cannot be searched for in MLflow", path=where.describe())
 
 
 def run_problem(where: RunLocation, run: Any) -> tuple[bool, str]:
@@ -182,6 +190,39 @@ def run_problem(where: RunLocation, run: Any) -> tuple[bool, str]:
                       path=where.describe())
 
 
+def run_location(where: RunLocation, run_id: str) -> str:
+    """The location of one run (``runs:/<id>``), with the tracking URI when the location wrote it.
+
+    A tracking URI taken from ``MLFLOW_TRACKING_URI`` stays out: it may hold credentials, and the
+    location travels through XCom and logs.
+
+    :param where: the parsed location the run was found by.
+    :param run_id: the run found.
+    """
+    if not where.uri_written:
+        return f"runs:/{run_id}"
+    return f"runs:/{run_id}?{urlencode({'tracking_uri': where.tracking_uri}, safe=':/')}"
+
+
+def pin_location(location: Any) -> str:
+    """The ``runs:/<id>`` location of the run a location names now (an ``experiments:/`` one resolved).
+
+    Ingest pins the run so that the next tasks read that very run, even if the job starts another
+    run with the same tags meanwhile.
+
+    :param location: the run location.
+    :raises RecordError: the location is bad, or no run matches it.
+    :raises StorageUnavailable: the tracking server could not be reached.
+    """
+    where = parse_location(location)
+    if where.run_id is not None:
+        return location.strip()
+    run = find_run(where)
+    if run is None:
+        raise RecordError("no such run: no run of the experiment carries those tags", path=where.describe())
+    return run_location(where, run.info.run_id)
+
+
 def read_run(location: Any) -> Record:
     """Read every point of every metric of a FINISHED run.
 
@@ -199,7 +240,7 @@ def read_run(location: Any) -> Record:
     client = _client(where)
     run_id = run.info.run_id
     source = f"mlflow run {run_id}"
-    per_metric: dict[str, tuple[list, list, list]] = {}
+    per_metric: dict[str, tuple[list, list, list, list]] = {}
     for key in sorted(run.data.metrics):
         history = _call(where, f"read the history of metric {key!r}", client.get_metric_history, run_id, key)
         history = sorted(history, key=attrgetter("timestamp"))  # stable: the server's order within a timestamp
@@ -212,9 +253,9 @@ def read_run(location: Any) -> Record:
                 steps.append(step)
             else:
                 steps.append(None)
-                invalid.append((step, value, number))
+                invalid.append((step, value, f"point {number} of its history"))
             values.append(value)
-        per_metric[key] = (steps, values, invalid)
+        per_metric[key] = (steps, values, invalid, [])  # MLflow values are always numbers
     metrics: dict[str, Any] = {}
     invalid_steps: dict[str, Any] = {}
     add_log_points(per_metric, source, metrics, invalid_steps)

@@ -171,7 +171,8 @@ def read_event_file(fh: Any) -> dict[str, FilePoints]:
 
     :param fh: the file, opened for reading bytes.
     :return: tag -> ``(steps, values, invalid)`` (see :data:`~airflow_metric_gate.formats.FilePoints`);
-        a step below 0 is ``None`` among ``steps`` and listed in ``invalid`` with its 1-based record number.
+        a step below 0 is ``None`` among ``steps`` and listed in ``invalid`` at ``"event record <n>"``
+        (1-based).
     :raises EventFileError: the file is truncated, a CRC does not match, or a record is not an event.
     """
     from crc32c import crc32c
@@ -236,7 +237,8 @@ def read_event_file(fh: Any) -> dict[str, FilePoints]:
                         if b < 0x80:
                             break
                         shift += 7
-                if (i + 6 < n and step < _SIGNED and data[i] == 0x2A and data[i + 1] == n - i - 2
+                # n - i < 130: every length below is one byte (< 128), as the layout reads it
+                if (i + 6 < n < i + 130 and step < _SIGNED and data[i] == 0x2A and data[i + 1] == n - i - 2
                         and data[i + 2] == 0x0A and data[i + 3] == n - i - 4 and data[i + 4] == 0x0A
                         and i + data[i + 5] + 11 == n and data[n - 5] == 0x15):
                     try:
@@ -246,7 +248,7 @@ def read_event_file(fh: Any) -> dict[str, FilePoints]:
                     if tag is not None:
                         points = out.get(tag)
                         if points is None:
-                            points = out[tag] = ([], [], [])
+                            points = out[tag] = ([], [], [], [])
                         points[0].append(step)
                         points[1].append(unpack_f32(data, n - 4)[0])
                         continue
@@ -279,11 +281,11 @@ def read_event_file(fh: Any) -> dict[str, FilePoints]:
                 continue
             points = out.get(tag)
             if points is None:
-                points = out[tag] = ([], [], [])
+                points = out[tag] = ([], [], [], [])
             if step >= 0:
                 points[0].append(step)
             else:
                 points[0].append(None)
-                points[2].append((step, scalar, number))
+                points[2].append((step, scalar, f"event record {number}"))
             points[1].append(scalar)
     return out

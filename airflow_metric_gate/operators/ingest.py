@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_metric_gate.enums import RecordFormat
-from airflow_metric_gate.formats.mlflow_run import record_checksum
+from airflow_metric_gate.formats.mlflow_run import pin_location, record_checksum
 from airflow_metric_gate.operators._record_copy import RecordChanged, read_checked, read_pinned
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.operators.base import MetricGateBaseOperator
@@ -139,6 +139,9 @@ class IngestRecordOperator(MetricGateBaseOperator):
         problem = RecordFormat.problem(self.format, "format")
         if problem:
             raise self.bad_input(problem)
+        if self.format == RecordFormat.MLFLOW:  # the run found now is the one the next tasks read
+            with self.core_errors(record=location):
+                location = pin_location(location)
         self.log.info("Reading training record %s (format %s)", location, self.format)
         with self.core_errors(record=location):
             record, checksum, copy = pinned_record(location, self.storage_conn_id, self.format)

@@ -45,9 +45,9 @@ class TrainingOutputSensor(BaseSensorOperator):
     file, or ``*.csv`` file).  With ``format="mlflow"`` the path names an MLflow run
     (``runs:/<id>`` or ``experiments:/<name>?tag.<key>=<value>``, optionally with
     ``tracking_uri=<uri>``): it is complete when the run is ``FINISHED``; ``marker`` is not used.
-    The location pushed is then ``runs:/<id>?tracking_uri=<uri>``, the run found, so that the
-    next tasks read that very run.  A run that ended ``FAILED`` or ``KILLED``, or a ``runs:/`` id
-    that names no run, fails the task without retries.
+    The location pushed is then ``runs:/<id>`` (with ``?tracking_uri=<uri>`` when the path wrote
+    one), the run found, so that the next tasks read that very run.  A run that ended ``FAILED``
+    or ``KILLED``, or a ``runs:/`` id that names no run, fails the task without retries.
 
     :param path: the record location: a local path or an object-storage URI (templated).
     :param marker: the completion marker's file name, relative to the record directory (or to the

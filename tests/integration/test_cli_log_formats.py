@@ -92,3 +92,23 @@ def test_run_gate_reads_a_log_format_in_python(tmp_path, store_url):
                            logical_date=f"2026-11-0{day}", enforce=True)
     assert verdict.blocked and verdict.counts["FAIL"] == 1
     assert verdict.results[0]["at_step"] == 3 and verdict.results[0]["current"] == pytest.approx(0.53)
+
+
+def test_a_csv_cell_that_is_not_a_number_is_reported_or_an_error_under_calibrated(capsys, tmp_path, store_url):
+    record = tmp_path / "metrics.csv"
+    record.write_text("rollout/raw_reward,step\n0.8,0\noops,1\n0.9,2\n")
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("gates:\n  - metric_key: rollout/raw_reward\n    steps: all\n"
+                     "    constraint: {rel_up: 0.2, rel_down: 0.2}\n")
+    code, out, err = _run(capsys, "run", record, "--format", "csv", "--gates", gates, "--store", store_url,
+                          "--json", "--all", "--run-id", "reference")
+    assert code == 0, err
+    verdict = json.loads(out)
+    assert [r["step"] for r in verdict["results"]] == [0, 2]  # the reference gate drops the point
+    (warning,) = verdict["warnings"]
+    assert (warning["kind"], warning["step"], warning["value"]) == ("dropped_value", 1, '"oops"')
+    assert (warning["file"], warning["line"]) == (str(record), 3)
+    code, out, err = _run(capsys, "run", record, "--format", "csv", "--gates", gates, "--store", store_url,
+                          "--json", "--policy", "calibrated", "--run-id", "calibrated")
+    (error,) = [r for r in json.loads(out)["results"] if r["status"] == "ERROR"]
+    assert "oops" in error["reason"] and f"{record} line 3" in error["reason"]

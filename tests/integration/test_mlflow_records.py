@@ -98,6 +98,12 @@ def test_experiment_and_tag_name_the_latest_run_of_the_night(mlflow_server, expe
     readiness = check_mlflow_run(where)
     assert readiness.ready and readiness.location == f"runs:/{retry}?tracking_uri={mlflow_server.uri}"
     assert read_record(where, format="mlflow")["rollout/raw_reward"][0] == (0, 0.9)
+    quoted = log_mlflow_night(client, experiment, night_points(0.7), tags={"job": "it's nightly"})
+    by_job = f"experiments:/{experiment}?tracking_uri={mlflow_server.uri}&tag.job="
+    found = check_mlflow_run(by_job + "it%27s%20nightly")
+    assert found.ready and quoted in found.location
+    with pytest.raises(RecordError, match="both ' and \" cannot be searched"):
+        check_mlflow_run(by_job + "it%27s%20%22nightly%22")
 
 
 @pytest.mark.parametrize("location", ["runs:/", "experiments:/x", "mlflow:/abc", "runs:/abc?color=red"])
@@ -275,3 +281,20 @@ def test_an_unreachable_tracking_server_is_an_outage_not_bad_input(capsys, tmp_p
     with pytest.raises(AirflowException) as raised:
         IngestRecordOperator(task_id="ingest", location=location, format="mlflow").execute({})
     assert not isinstance(raised.value, AirflowFailException)
+
+
+def test_ingest_pins_the_run_an_experiment_location_names_and_keeps_an_env_uri_out(mlflow_server, experiment,
+                                                                                    monkeypatch):
+    from airflow_metric_gate.operators.ingest import IngestRecordOperator, checked_record
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server.uri)
+    client = mlflow_server.client()
+    night = log_mlflow_night(client, experiment, night_points(0.8), tags={"night": "2026-11-30"})
+    where = f"experiments:/{experiment}?tag.night=2026-11-30"
+    summary = IngestRecordOperator(task_id="ingest", location=where, format="mlflow").execute({})
+    assert summary["location"] == f"runs:/{night}"  # pinned; the URI from the environment stays out
+    assert check_mlflow_run(where).location == f"runs:/{night}"
+    # the job starts another run with the same tag: the pinned night is still the one read
+    log_mlflow_night(client, experiment, night_points(0.1), tags={"night": "2026-11-30"}, status=None)
+    record, _ = checked_record(summary["location"], None, "mlflow", summary["checksum"])
+    assert record["rollout/raw_reward"][0] == (0, 0.8)

@@ -6,6 +6,8 @@ import math
 
 import pytest
 from _log_writers import night_points, write_lightning_csv
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from airflow_metric_gate.readiness import check_record
 from airflow_metric_gate.records import RecordError, read_record
@@ -47,8 +49,8 @@ def test_steps_that_are_not_ints_make_step_less_points_named_by_line(tmp_path):
 
 def test_text_that_is_not_a_number_is_kept_for_selection_to_drop(tmp_path):
     path = tmp_path / "metrics.csv"
-    path.write_text("step,loss\n0,oops\n1,0.5\n")
-    assert read_record(path, format="csv")["loss"] == [(0, "oops"), (1, 0.5)]
+    path.write_text("step,loss\n0,oops\n1,0.5\n2,1_0\n")
+    assert read_record(path, format="csv")["loss"] == [(0, "oops"), (1, 0.5), (2, "1_0")]
 
 
 def test_no_step_column_is_bad_input_naming_file_and_columns(tmp_path):
@@ -75,3 +77,16 @@ def test_a_version_folder_reads_its_csv_files_and_skips_the_rest(tmp_path):
     assert [reason for _, reason in record.skipped] == ["not a CSV log: the name does not end with '.csv'"]
     assert check_record(tmp_path, format="csv").missing == "marker"
     assert check_record(tmp_path, marker=None, format="csv").ready
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(head=st.sampled_from([b"step,loss\n", b"epoch,step,a,b\n", b""]), body=st.binary(max_size=300))
+def test_any_bytes_read_or_are_bad_input_naming_the_file(tmp_path_factory, head, body):
+    path = tmp_path_factory.mktemp("csv") / "metrics.csv"
+    path.write_bytes(head + body)
+    try:
+        record = read_record(path, format="csv")
+    except RecordError as err:
+        assert err.path == str(path)
+    else:
+        assert all(step is None or (type(step) is int and step >= 0) for m in record for step, _ in record[m])

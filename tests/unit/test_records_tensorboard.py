@@ -99,7 +99,11 @@ def test_a_negative_step_is_step_less_and_named(tmp_path):
     record = read_record(tmp_path, format="tensorboard")
     assert record["loss"] == [(0, 0.5), (None, 0.25)]
     ((step, value, file, position),) = record.invalid_steps["loss"]
-    assert (step, value) == (-3, 0.25) and file.endswith(_event_file(tmp_path).name) and position == 3
+    assert (step, value) == (-3, 0.25) and file.endswith(_event_file(tmp_path).name)
+    assert position == "event record 3"  # the file version event, then the two scalars
+    declaration = declare(metric_key="loss", steps="all", constraint={"rel_up": 0.1, "rel_down": 0.1})
+    (selection,) = select_steps(record, [declaration])
+    assert f"point [-3, 0.25] ({file} event record 3) has a step that is not an int >= 0" in selection.error
 
 
 def test_other_summaries_and_files_are_ignored(tmp_path):
@@ -206,3 +210,18 @@ def test_readiness_waits_for_the_marker_or_an_event_file(tmp_path):
     assert check_record(tmp_path, marker=None, format="tensorboard").ready
     (tmp_path / "_SUCCESS").touch()
     assert check_record(tmp_path, format="tensorboard").ready
+
+
+def test_tensorboards_own_writer_with_tensor_scalars_is_read(tmp_path):
+    """TensorBoard's EventFileWriter and its scalars plugin: the summary form TensorFlow 2 writes."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.compat.proto.event_pb2 import Event
+    from tensorboard.plugins.scalar.summary_v2 import scalar_pb
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(tmp_path))
+    for step, value in ((0, 0.25), (1, float("inf")), (2, 0.75)):
+        writer.add_event(Event(wall_time=1.0 + step, step=step, summary=scalar_pb("tf/loss", value)))
+    writer.close()
+    points = read_record(tmp_path, format="tensorboard")["tf/loss"]
+    assert points == [(0, 0.25), (1, float("inf")), (2, 0.75)]

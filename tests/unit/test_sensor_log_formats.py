@@ -93,6 +93,17 @@ def test_unknown_format_fails_without_retry(tmp_path):
         _sensor(str(tmp_path), format="parquet").poke({})
 
 
+def test_an_mlflow_timeout_says_the_run_did_not_finish():
+    from airflow.sdk.exceptions import AirflowSensorTimeout
+
+    sensor = _sensor("runs:/abc", format="mlflow", deferrable=True, timeout=3600)
+    event = {"status": "timeout", "location": "runs:/abc", "missing": "finish",
+             "message": "MLflow run abc is RUNNING: a run is gated once it is FINISHED"}
+    with pytest.raises(AirflowSensorTimeout, match=r"Timed out after 3600s waiting for the MLflow run: MLflow run abc "
+                                                   r"is RUNNING.*ended \(status FINISHED\)"):
+        sensor.execute_complete({}, event)
+
+
 def test_bad_input_event_fails_without_retry():
     sensor = _sensor("runs:/abc", format="mlflow", deferrable=True)
     with pytest.raises(AirflowFailException, match="the run ended FAILED"):
