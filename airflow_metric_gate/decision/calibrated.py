@@ -33,7 +33,6 @@ candidate nights the caller read, and :func:`judge_declaration` judges one night
 from __future__ import annotations
 
 import math
-from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -201,18 +200,36 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f} %"
 
 
-def _loo_median(ordered: list[float], x: float) -> float:
-    """The median of ``ordered`` (sorted) with one value equal to ``x`` left out (``len >= 2``)."""
-    k = bisect_left(ordered, x)
-    m = len(ordered) - 1  # values left
+class _LeaveOneOut:
+    """The median of a sorted column with one of its values left out, in a few comparisons.
 
-    def at(i: int) -> float:
-        return ordered[i] if i < k else ordered[i + 1]
+    Which value is left out only matters by its rank: below, at or above the middle, so the three
+    possible medians are worked out once per column.
+    """
 
-    mid = m // 2
-    if m % 2:
-        return at(mid)
-    return at(mid - 1) / 2.0 + at(mid) / 2.0
+    __slots__ = ("even", "cut_lo", "cut_hi", "low", "middle", "high")
+
+    def __init__(self, ordered: Sequence[float]) -> None:
+        m = len(ordered) - 1  # values left
+        mid = m // 2
+        self.even = m % 2 == 0
+        if not self.even:  # one middle value left: v[mid] or v[mid + 1]
+            self.cut_lo = ordered[mid]
+            self.low, self.high = ordered[mid + 1], ordered[mid]
+            self.cut_hi = self.middle = 0.0
+        else:  # two middle values left
+            self.cut_lo, self.cut_hi = ordered[mid - 1], ordered[mid]
+            self.low = ordered[mid] / 2.0 + ordered[mid + 1] / 2.0  # a value from the lower part left out
+            self.middle = ordered[mid - 1] / 2.0 + ordered[mid + 1] / 2.0  # the middle value left out
+            self.high = ordered[mid - 1] / 2.0 + ordered[mid] / 2.0  # a value from the upper part left out
+
+    def median_without(self, x: float) -> float:
+        """The median with one value equal to ``x`` (one of the column's) left out."""
+        if not self.even:
+            return self.low if x <= self.cut_lo else self.high
+        if x <= self.cut_lo:
+            return self.low
+        return self.middle if x <= self.cut_hi else self.high
 
 
 def _scale(ordered: list[float], median: float) -> float:
@@ -318,23 +335,24 @@ def judge_declaration(
     r_tonight = [(tonight[i][2] - refs[i]) / scales[i] for i in judged]
     level_tonight = _level([tonight[i][2] for i in judged], [refs[i] for i in judged])
     statistic = trimmed_mean(r_tonight)
+    # each trusted night's deviations, step by step (column-wise: one leave-one-out rule per step)
+    per_night_r: list[list[float]] = [[] for _ in history]
+    per_night_rel: list[list[float]] = [[] for _ in history]
+    for i in judged:
+        step, column, ref, scale = steps[i], columns[i], refs[i], scales[i]
+        loo = _LeaveOneOut(column) if len(column) > 1 else None
+        for j, c in enumerate(history):
+            v = c.values.get(step)
+            if v is None:
+                continue
+            per_night_r[j].append((v - (loo.median_without(v) if loo is not None else ref)) / scale)
+            per_night_rel[j].append(v / ref - 1.0 if abs(ref) > _TINY else 0.0)
     past: list[float] = []
     levels: list[float] = []
-    for c in history:
-        rs, vals, rf = [], [], []
-        for i in judged:
-            step = steps[i]
-            if step not in c.values:
-                continue
-            v = c.values[step]
-            column = columns[i]
-            ref_loo = _loo_median(column, v) if len(column) > 1 else refs[i]
-            rs.append((v - ref_loo) / scales[i])
-            vals.append(v)
-            rf.append(refs[i])
+    for rs, rel in zip(per_night_r, per_night_rel):
         if rs:
             past.append(trimmed_mean(rs))
-            levels.append(_level(vals, rf))
+            levels.append(trimmed_mean(rel))
     center, sd = mean_and_sd(past)
     sd = max(sd, 1e-9 * max(1.0, abs(center)))
     m = len(past)

@@ -697,9 +697,10 @@ class MetricStore:
         """
         if not run_ids:
             return []
+        names = list(run_ids)
         with self._transaction() as cur:
-            self._execute(cur, run_values_sql(len(run_ids)), (*run_ids, run_id))
-            return list(cur.fetchall())
+            self._execute(cur, run_values_sql(len(names)), (*names, run_id))
+            return [(ordinal, names[k], value) for ordinal, k, value in cur.fetchall()]
 
     def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
         """Return the history window of a run, in one statement (see :data:`HISTORY_WINDOW_SQL`).

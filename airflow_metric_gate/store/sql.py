@@ -85,20 +85,18 @@ WHERE c.run_id = %s
 _BASELINE_RUN_BRANCH = "SELECT metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
 
 
-_RUN_VALUES_BRANCH = (
-    "SELECT run_id, metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
-)
-
-
 def run_values_sql(runs: int) -> str:
     """Return the statement reading, for each coordinate of a run, its value in each of ``runs`` other runs.
 
-    Parameters: the other run ids, then the run id.  Rows: ``(ordinal, other run id, value)``.
+    Parameters: the other run ids, then the run id.  Rows: ``(ordinal, position of the other run
+    among those given, value)``: a small integer instead of the run id on every row.
 
     :param runs: how many other run ids are bound.
     """
-    branches = "\n    UNION ALL ".join([_RUN_VALUES_BRANCH] * runs)
-    return _BASELINE_SQL.format(select="h.run_id, h.value", runs=branches, group="")
+    branches = "\n    UNION ALL ".join(
+        f"SELECT {i} AS k, metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
+        for i in range(runs))
+    return _BASELINE_SQL.format(select="h.k, h.value", runs=branches, group="")
 
 
 def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:

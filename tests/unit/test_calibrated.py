@@ -225,3 +225,16 @@ def test_a_shift_too_small_for_one_night_is_caught_when_it_holds():
     first = decisions[25 + caught[0]]
     if caught[0] > 0:  # caught by adding up the nights in a row, not by tonight alone
         assert first.report["sustained"]["nights"] == caught[0] + 1 or first.report["z"] > first.report["threshold"]
+
+
+def test_the_leave_one_out_median_is_the_median_of_the_others():
+    import statistics
+
+    from airflow_metric_gate.decision.calibrated import _LeaveOneOut
+
+    rng = random.Random(3)
+    for _ in range(5000):
+        column = sorted(rng.choice([rng.random(), 0.5, 1.0]) for _ in range(rng.randint(2, 25)))
+        i = rng.randrange(len(column))
+        assert _LeaveOneOut(column).median_without(column[i]) == pytest.approx(
+            statistics.median(column[:i] + column[i + 1:]), abs=1e-12)
