@@ -114,6 +114,7 @@ SLOW_TESTS = (
     "tests/integration/test_benchmark_smoke.py",
     "tests/integration/test_ui_benchmark_smoke.py",
     "tests/integration/test_xcom_sizes_smoke.py",
+    "tests/integration/test_policy_speed_smoke.py",
     "tests/integration/test_fuzz_inputs.py",
     "tests/integration/test_object_storage.py",
     "tests/integration/test_cli_limits.py::test_history_limit_at_its_bound_works_with_that_many_baseline_runs",
