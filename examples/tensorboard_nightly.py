@@ -35,7 +35,6 @@ with DAG(
         path="{{ params.log_root }}/{{ ds }}",
         format="tensorboard",
         gates=GATES,
-        policy="calibrated",
         role="{{ params.role }}",
     )
 # [END dag]

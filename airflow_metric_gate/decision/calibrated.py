@@ -14,7 +14,7 @@ The rules (docs/concepts.md, "The calibrated policy", is their contract):
 * **Direction.**  Only the declaration's regression side fails; beyond the band on the other side
   the night is reported as an improvement and passes (``direction: both`` fails either way).
 * **Faults that need no history beyond one night:** a blow-up (half the steps or more at least
-  :data:`BLOWUP_RATIO` times away from their reference) fails, and steps that every recent
+  :data:`BLOWUP_RATIO` times beyond anything their history had) fails, and steps that every recent
   trusted night had and tonight lacks are an ERROR, from the first night with history on.
   Non-finite values and a missing metric are ERRORs from selection.
 * **Level shifts.**  A failing night that agrees with the failing night before it continues that
@@ -68,8 +68,11 @@ SUSTAINED_NIGHTS = (2, 3)
 #: Trusted nights a declaration needs before its night test judges (fewer: INACTIVE, while the
 #: faults that need no history are still judged).
 CALIBRATION_MIN = 5
-#: A value at least this many times its reference, or at most its reciprocal, is a blow-up.
+#: A value at least this many times the largest its history had (or at most the smallest divided by it) is a blow-up.
 BLOWUP_RATIO = 5.0
+#: Before the night test is calibrated, a night fails when at least this share of its steps leave the
+#: constraint's band on the regression side.
+PRIOR_SHARE = 0.25
 #: Failing nights of one level shift after which it is adopted as the new baseline.
 SHIFT_ADOPT = 5
 #: The outcomes of the nights one reported change (a level shift or a drift) is adopted from.
@@ -289,7 +292,7 @@ def judge_declaration(
         refs.append(median_sorted(column) if column else math.nan)
     blown = []
     for (step, _, value), ref, column in zip(tonight, refs, columns):
-        if column and _is_blowup(value, ref):
+        if column and _is_blowup(value, ref, column):
             blown.append(step)
     with_ref = sum(1 for c in columns if c)
     if with_ref and len(blown) * 2 >= with_ref:
@@ -489,11 +492,18 @@ def _sustained(direction: str, statistic: float, past: Sequence[float], history:
     return None
 
 
-def _is_blowup(value: float, ref: float) -> bool:
-    if value > 0 and ref > 0:
-        ratio = value / ref
-        return ratio >= BLOWUP_RATIO or ratio <= 1.0 / BLOWUP_RATIO
-    return abs(value - ref) >= (BLOWUP_RATIO - 1.0) * max(abs(ref), _TINY) and abs(ref) > _TINY
+def _is_blowup(value: float, ref: float, column: Sequence[float]) -> bool:
+    """Whether a value is far outside anything its history allows: :data:`BLOWUP_RATIO` times beyond its range.
+
+    For positive values: at least ``BLOWUP_RATIO`` times the largest trusted value, or at most the
+    smallest one divided by it.  Otherwise: farther from the median than ``BLOWUP_RATIO`` times
+    the larger of ``|median|`` and the farthest trusted value.
+    """
+    low, high = column[0], column[-1]  # sorted
+    if value > 0 and low > 0:
+        return value >= BLOWUP_RATIO * high or value <= low / BLOWUP_RATIO
+    reach = max(abs(ref), abs(high - ref), abs(ref - low))
+    return reach > _TINY and abs(value - ref) >= BLOWUP_RATIO * reach
 
 
 def _blowup(key, tonight, refs, columns, blown, report, run_id, n) -> Decision:
@@ -502,19 +512,21 @@ def _blowup(key, tonight, refs, columns, blown, report, run_id, n) -> Decision:
     for (step, at, value), ref, column in zip(tonight, refs, columns):
         if step in blown_set:
             side = "above" if value > ref else "below"
-            if ref > 0:
-                lo, hi = ref / BLOWUP_RATIO, ref * BLOWUP_RATIO
+            if value > 0 and column[0] > 0:
+                lo, hi = column[0] / BLOWUP_RATIO, column[-1] * BLOWUP_RATIO
             else:
-                lo, hi = ref - (BLOWUP_RATIO - 1.0) * abs(ref), ref + (BLOWUP_RATIO - 1.0) * abs(ref)
+                reach = BLOWUP_RATIO * max(abs(ref), abs(column[-1] - ref), abs(ref - column[0]))
+                lo, hi = ref - reach, ref + reach
             out.append(Result(*key, step, at, FAIL, current=value, ref=ref, n=len(column), lo=lo, hi=hi, side=side,
                               bound="blowup",
-                              reason=f"{_fmt(value)} is {BLOWUP_RATIO:g}x or more away from its median {_fmt(ref)} "
-                                     f"of {len(column)} trusted night(s): a blow-up"))
+                              reason=f"{_fmt(value)} is {BLOWUP_RATIO:g}x or more beyond anything its "
+                                     f"{len(column)} trusted night(s) had ([{_fmt(column[0])}, {_fmt(column[-1])}]): "
+                                     "a blow-up"))
         else:
             out.append(Result(*key, step, at, PASS, current=value, ref=None if not column else ref, n=len(column),
                               reason="not blown up"))
     text = (f"blow-up: {_steps_text(sorted(blown_set))} ({len(blown_set)} of {len(tonight)}) at least "
-            f"{BLOWUP_RATIO:g}x away from their median over {n} trusted night(s); judged with any history")
+            f"{BLOWUP_RATIO:g}x beyond anything their {n} trusted night(s) had; judged with any history")
     out.append(Result(*key, None, None, FAIL, n=n, bound="blowup", reason=text))
     report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set)}
     stored = {"o": "fail", "blowup": True, "cause": f"{key[0]}: blow-up"}
@@ -522,11 +534,11 @@ def _blowup(key, tonight, refs, columns, blown, report, run_id, n) -> Decision:
 
 
 def _prior_band(key, gate, direction, tonight, refs, columns, report, n, need) -> Decision | None:
-    """Before the night test is calibrated: half the steps or more beyond the constraint's band, on the regression side.
+    """Before the night test is calibrated: a quarter of the steps or more beyond the constraint's band.
 
     The declaration's constraint (its own, or the defaults table's) is the prior: with fewer than
-    ``need`` trusted nights the night fails when at least half of its steps that have a median
-    leave that band on the side that is a regression.  One noisy step fails nothing.
+    ``need`` trusted nights the night fails when at least :data:`PRIOR_SHARE` of its steps that
+    have a median leave that band on the side that is a regression.  A few noisy steps fail nothing.
     """
     params = constraint_params(gate.get("constraint") or {})
     up, down = params[0] > 0 or params[1] > 0, params[2] > 0 or params[3] > 0
@@ -550,7 +562,7 @@ def _prior_band(key, gate, direction, tonight, refs, columns, report, n, need) -
             out.append(Result(*key, step, at, INACTIVE, current=value, n=len(column),
                               reason=f"calibrating: {n} trusted night(s), {need} needed for the night test; "
                                      "within the constraint's band"))
-    if not judged or len(outside) * 2 < judged:
+    if not judged or len(outside) < PRIOR_SHARE * judged:
         return None
     side = out[next(i for i, r in enumerate(out) if r.status == FAIL)].side
     text = (f"calibrating ({n} of {need} trusted nights): {_steps_text(outside)} ({len(outside)} of {judged}) "

@@ -48,10 +48,10 @@ def test_demo_builds_history_then_fails_the_regressed_night(tmp_path):
     ours = [line for line in task.splitlines() if "operators.evaluate" in line]
     assert "REGRESSED train/grad_norm (steps \"all\"): 15 of 40 steps FAIL, steps 25..39, above band" in ours[0]
     assert "REGRESSED rollout/raw_reward (steps \"all\"): 30 of 40 steps FAIL, steps 10..39, below band" in ours[1]
-    grep_line = re.search(r"metric-gate: demo-rl run \S+: NOT-TRUSTED \(121 results, 45 fail, 0 error\)", ours[2])
+    grep_line = re.search(r"metric-gate: demo-rl run \S+: NOT-TRUSTED \(123 results, 47 fail, 0 error\)", ours[2])
     assert grep_line
     assert task.count("FAIL    rollout/raw_reward") == 5 and task.count("FAIL    train/grad_norm") == 5  # no wall
-    assert "... 25 more result(s) of rollout/raw_reward not shown" in task
+    assert "... 26 more result(s) of rollout/raw_reward not shown" in task
     assert "Every result: metric-gate show " in task
     # The demo's own rebuilt verdict (what metric-gate show prints) agrees with the task's counts.
     night_line = grep_line.group(0).removeprefix("metric-gate: ")
