@@ -65,7 +65,7 @@ def _check(results, store_url, points=8):
     assert last.state == "failed", last.output[-6000:]
     assert last.task_state("metric_gate.evaluate_gate") == "failed"
     verdict = last.xcom["metric_gate.evaluate_gate"]
-    assert verdict["trusted"] is False and verdict["policy"] == "calibrated"
+    assert verdict["trusted"] is False
     failing = {(r["metric_key"], r["side"]) for r in verdict["results"] if r["status"] == "FAIL"}
     assert failing == {("rollout/raw_reward", "below")}, verdict["results"]
     # the examples use the calibrated policy: every step of the reward fails against the 3 nights before
