@@ -65,8 +65,12 @@ def _check(results, store_url, points=8):
     assert last.state == "failed", last.output[-6000:]
     assert last.task_state("metric_gate.evaluate_gate") == "failed"
     verdict = last.xcom["metric_gate.evaluate_gate"]
-    assert verdict["counts"] == {"PASS": 4, "FAIL": 4, "INACTIVE": 0, "ERROR": 0}
-    assert {(r["metric_key"], r["side"], r["n"]) for r in verdict["results"]} == {("rollout/raw_reward", "below", 3)}
+    assert verdict["trusted"] is False
+    failing = {(r["metric_key"], r["side"]) for r in verdict["results"] if r["status"] == "FAIL"}
+    assert failing == {("rollout/raw_reward", "below")}, verdict["results"]
+    # the examples use the calibrated policy: every step of the reward fails against the 3 nights before
+    steps = sorted((r["step"], r["n"]) for r in verdict["results"] if r["status"] == "FAIL" and r["step"] is not None)
+    assert steps == [(0, 3), (1, 3), (2, 3), (3, 3)]
     assert last.xcom["metric_gate.ingest_record"]["points"] == points
     if store_url.startswith("sqlite"):
         import sqlite3
