@@ -34,6 +34,7 @@ with DAG(
         path="{{ params.log_root }}/{{ ds }}",
         format="csv",
         gates=GATES,
+        policy="calibrated",
         role="{{ params.role }}",
     )
 # [END dag]

@@ -37,6 +37,7 @@ with DAG(
         path="experiments:/{{ params.experiment }}?tag.night={{ ds }}&tracking_uri={{ params.tracking_uri }}",
         format="mlflow",
         gates=GATES,
+        policy="calibrated",
         role="{{ params.role }}",
         poke_interval=60,
     )

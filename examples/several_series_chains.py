@@ -43,7 +43,8 @@ with DAG(
         wait = TrainingOutputSensor(task_id=f"wait_for_record_{series}",
                                     path="{{ params.record_root }}/" + series + "/{{ ds }}",
                                     mode="reschedule", poke_interval=300, timeout=timedelta(hours=8).total_seconds())
-        select = SelectStepsOperator(task_id=f"select_steps_{series}", record=wait.output, gates=GATES)
+        select = SelectStepsOperator(task_id=f"select_steps_{series}", record=wait.output, gates=GATES,
+                                     policy="calibrated")
         persist = PersistValuesOperator(task_id=f"persist_values_{series}", selection=select.output, series=series,
                                         suite=suite, role="{{ params.role }}")
         EvaluateGateOperator(task_id=f"evaluate_gate_{series}", run=persist.output, enforce=True)

@@ -52,7 +52,7 @@ with DAG(
         return [{**identity, "path": f"{record_root}/{identity['series']}/{night}"} for identity in SERIES]
 
     # The same for every series in partial(); each series' own arguments from its dict.
-    metric_gate.partial(gates=GATES, role="{{ params.role }}").expand_kwargs(
+    metric_gate.partial(gates=GATES, policy="calibrated", role="{{ params.role }}").expand_kwargs(
         series_to_gate(record_root="{{ params.record_root }}", night="{{ ds }}")
     )
 # [END dag]

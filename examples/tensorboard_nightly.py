@@ -35,6 +35,7 @@ with DAG(
         path="{{ params.log_root }}/{{ ds }}",
         format="tensorboard",
         gates=GATES,
+        policy="calibrated",
         role="{{ params.role }}",
     )
 # [END dag]

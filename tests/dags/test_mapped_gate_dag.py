@@ -36,9 +36,12 @@ def test_each_series_is_its_own_map_index_store_run_and_history(airflow_env, pg_
     assert last.task_state("metric_gate.evaluate_gate[0]") == "success"
     assert last.task_state("metric_gate.evaluate_gate[1]") == "failed"
     good, bad = last.xcom["metric_gate.evaluate_gate[0]"], last.xcom["metric_gate.evaluate_gate[1]"]
-    assert (good["series"], good["trusted"], good["counts"]["PASS"]) == ("rl-7b", True, 4)
-    assert (bad["series"], bad["trusted"], bad["counts"]["FAIL"]) == ("rl-70b", False, 2)
-    assert [r["ref"] for r in bad["results"]] == pytest.approx([REWARD["rl-70b"]] * 2)
+    # judged on its own history (2 trusted nights: calibrating under the calibrated policy the example uses)
+    assert (good["series"], good["trusted"], good["counts"]["FAIL"]) == ("rl-7b", True, 0)
+    assert {d["nights"] for d in good["declarations"]} == {2}
+    assert (bad["series"], bad["trusted"]) == ("rl-70b", False)
+    assert len([r for r in bad["results"] if r["status"] == "FAIL" and r["step"] is not None]) == 2
+    assert [r["ref"] for r in bad["results"] if r["step"] is not None] == pytest.approx([REWARD["rl-70b"]] * 2)
 
     rows = store_query(pg_url, "SELECT series, suite, map_index, status, COUNT(*) FROM runs "
                                "GROUP BY series, suite, map_index, status ORDER BY series, status")

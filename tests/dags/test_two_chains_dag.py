@@ -34,10 +34,12 @@ def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(airflow_env
     assert last.task_state("evaluate_gate_rl-7b") == "failed"
     assert last.task_state("evaluate_gate_rl-70b") == "success"
     good = last.xcom["evaluate_gate_rl-70b"]
-    assert good["counts"] == {"PASS": 4, "FAIL": 0, "INACTIVE": 0, "ERROR": 0}
+    assert good["trusted"] is True and good["counts"]["FAIL"] == good["counts"]["ERROR"] == 0
+    assert {d["nights"] for d in good["declarations"]} == {2}  # its own two nights, never the other chain's
     bad = last.xcom["evaluate_gate_rl-7b"]
-    assert {(r["metric_key"], r["status"], r["n"]) for r in bad["results"]} == {("rollout/raw_reward", "FAIL", 2)}
-    assert [r["ref"] for r in bad["results"]] == pytest.approx([REWARD["rl-7b"]] * 2)
+    steps = [r for r in bad["results"] if r["step"] is not None]
+    assert {(r["metric_key"], r["status"], r["n"]) for r in steps} == {("rollout/raw_reward", "FAIL", 2)}
+    assert [r["ref"] for r in steps] == pytest.approx([REWARD["rl-7b"]] * 2)
 
     rows = store_query(pg_url, "SELECT series, status, COUNT(*) FROM runs "
                                "GROUP BY series, status ORDER BY series, status")
