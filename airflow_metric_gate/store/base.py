@@ -20,7 +20,7 @@ from typing import Any
 
 from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
-from airflow_metric_gate.store.errors import StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store.errors import RunRewritten, StoreError, StoreInputError, StoreUnavailable
 from airflow_metric_gate.store.rows import (
     PROVENANCE_COLUMNS,
     VALUE_COLUMNS,
@@ -29,6 +29,7 @@ from airflow_metric_gate.store.rows import (
     RunRow,
     ValueRow,
     WindowRun,
+    Written,
 )
 from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
 from airflow_metric_gate.store.sql import (
@@ -244,7 +245,20 @@ class MetricStore:
         )
 
     def write_run(self, run: RunRow, values: Sequence[ValueRow]) -> int:
+        """Write a run and all its values atomically (see :meth:`write_night`); return how many values.
+
+        :param run: the run row (its status is written as given, normally ``pending``).
+        :param values: the run's coordinates and values.
+        :return: the number of ``metric_values`` rows written.
+        """
+        return self.write_night(run, values).rows
+
+    def write_night(self, run: RunRow, values: Sequence[ValueRow]) -> Written:
         """Write a run and all its values atomically, replacing whatever that run id held.
+
+        Each write of a run id gets the next write version (``runs.write_version``: 1, then 2, ...),
+        which a verdict names when it is kept (:meth:`set_status`): a verdict is kept only for the
+        values it judged.
 
         Non-finite values are refused before any statement runs.  A run id belongs to one series
         identity (series, backend, suite): writing another identity under it is refused, and the
@@ -252,7 +266,7 @@ class MetricStore:
 
         :param run: the run row (its status is written as given, normally ``pending``).
         :param values: the run's coordinates and values.
-        :return: the number of ``metric_values`` rows written.
+        :return: how many ``metric_values`` rows were written, and the write version.
         :raises StoreInputError: on a non-finite value, unknown role or status, or a run id that
             belongs to another series identity.
         """
@@ -280,14 +294,15 @@ class MetricStore:
         names = (
             "run_id, series, backend, suite, role, status, logical_date, created_at, updated_at, "
             + ", ".join(PROVENANCE_COLUMNS)
-            + ", provenance, declarations, selection_errors, status_reason, rebaseline, outcomes"
+            + ", provenance, declarations, selection_errors, status_reason, rebaseline, outcomes, write_version"
         )
+        params = (*params, 1)
         updates = ", ".join(
-            f"{c} = excluded.{c}"
-            for c in (
-                "series", "backend", "suite", "role", "status", "logical_date", "updated_at", *PROVENANCE_COLUMNS,
-                "provenance", "declarations", "selection_errors", "status_reason", "rebaseline", "outcomes",
-            )
+            [f"{c} = excluded.{c}"
+             for c in (
+                 "series", "backend", "suite", "role", "status", "logical_date", "updated_at", *PROVENANCE_COLUMNS,
+                 "provenance", "declarations", "selection_errors", "status_reason", "rebaseline", "outcomes",
+             )] + ["write_version = runs.write_version + 1"]
         )
         # A run id names the run of one series identity: a write for another identity changes nothing.
         upsert = (
@@ -305,14 +320,20 @@ class MetricStore:
                     f"suite {suite!r}); refusing to store series {run.series!r} (backend {run.backend!r}, "
                     f"suite {run.suite!r}) under it: give this run an id of its own; nothing was stored"
                 )
+            self._execute(cur, "SELECT write_version FROM runs WHERE run_id = %s", (run.run_id,))
+            version = int(cur.fetchone()[0])
             self._execute(cur, "DELETE FROM metric_values WHERE run_id = %s", (run.run_id,))
             if rows:
                 self._bulk_insert_values(cur, rows)
-        return len(rows)
+        return Written(len(rows), version)
 
     def set_status(self, run_id: str, status: str, reason: str | None = None, *, enforce: bool | None = None,
-                   outcomes: Mapping[str, Any] | None = None) -> None:
+                   outcomes: Mapping[str, Any] | None = None, write_version: int | None = None) -> None:
         """Set a run's status after evaluation.
+
+        With ``write_version`` the status is kept only if the run still holds the values of that
+        write (:meth:`write_night`), checked under the run's row lock in the transaction that marks:
+        a verdict is never kept for values another writer of the same run id wrote meanwhile.
 
         :param run_id: the store run id.
         :param status: ``pending``, ``trusted`` or ``untrusted``.
@@ -322,12 +343,19 @@ class MetricStore:
             leaves the provenance as it is.
         :param outcomes: what each declaration's night was (``runs.outcomes``), written in the same
             statement; ``None`` leaves it as it is.
+        :param write_version: the write whose values were judged; ``None`` marks whatever is stored.
+        :raises RunRewritten: the run holds another write's values now (nothing was changed).
         """
         problem = RunStatus.problem(status, "status")
         if problem:
             raise StoreInputError(problem)
         now = self._ts(datetime.now(timezone.utc))
         with self._transaction() as cur:
+            if write_version is not None:
+                self._execute(cur, f"SELECT write_version FROM runs WHERE run_id = %s{self._lock_rows}", (run_id,))
+                row = cur.fetchone()
+                if row is None or int(row[0]) != write_version:
+                    raise RunRewritten(run_id, write_version, None if row is None else int(row[0]))
             if outcomes is not None:
                 self._execute(cur, "UPDATE runs SET outcomes = %s WHERE run_id = %s", (json.dumps(outcomes), run_id))
             if enforce is None:
@@ -566,6 +594,7 @@ class MetricStore:
             logical_date=self._from_ts(row[6]), provenance=json.loads(row[7] or "{}"),
             declarations=json.loads(row[8] or "[]"), selection_errors=json.loads(row[9] or "[]"),
             status_reason=row[10], rebaseline=bool(row[11]), outcomes=json.loads(row[12] or "{}"),
+            write_version=int(row[13] or 0),
         )
 
     def get_run(self, run_id: str) -> RunRow | None:
