@@ -129,6 +129,15 @@ class MetricStore:
         self.close()
 
     @contextmanager
+    def _waiting(self) -> Iterator[None]:
+        """Around every wait for the server's answer (dialects bound it on the client side)."""
+        yield
+
+    def _cursor(self, conn: Any) -> Any:
+        """Return a cursor of ``conn`` (dialects wrap it)."""
+        return conn.cursor()
+
+    @contextmanager
     def _transaction(self, *, schema: bool = True):
         if schema and not self._schema_ready:
             if self.read_only:
@@ -136,11 +145,12 @@ class MetricStore:
             else:
                 self.upgrade()
         conn = self._connection()
-        cur = conn.cursor()
+        cur = self._cursor(conn)
         try:
             self._begin(cur)
             yield cur
-            conn.commit()
+            with self._waiting():
+                conn.commit()
         except BaseException as exc:
             try:
                 conn.rollback()
@@ -222,10 +232,14 @@ class MetricStore:
         :return: ``(version before, version after)``.
         """
         with self._transaction(schema=False) as cur:
-            self._lock_schema(cur)
+            # A current schema (every run but the first after an upgrade of the package) takes no lock
+            # at all: writers and readers of different series never wait for one another here.
             before = self._read_version(cur)
             if before > SCHEMA_VERSION:
                 raise self._newer_schema(before)
+            if before < SCHEMA_VERSION:
+                self._lock_schema(cur)
+                before = self._read_version(cur)  # another client may have upgraded while this one waited
             now = self._ts(datetime.now(timezone.utc))
             for version in range(before + 1, SCHEMA_VERSION + 1):
                 for statement in migration_statements(version, self.dialect):
