@@ -137,8 +137,24 @@ class MetricStore:
         """Return a cursor of ``conn`` (dialects wrap it)."""
         return conn.cursor()
 
+    def _plan_indexed(self, cur: Any) -> None:
+        """Make the rest of the transaction read ``metric_values`` through its indexes only (dialects override).
+
+        The nightly pipeline never analyzes the tables right before it reads them: statistics taken
+        when the store held a few nights say that a new night's run id has no rows, or that a run
+        holds a third of the table, and the planner may then scan the whole table.
+        """
+
+    def _plan_bulk_join(self, cur: Any, on: bool = True) -> None:
+        """Around a statement that joins a run's coordinates with other runs' values: no nested loop.
+
+        With stale statistics a nested loop, estimated over one row, runs once per value.
+
+        :param on: ``False`` restores the planner's own choice.
+        """
+
     @contextmanager
-    def _transaction(self, *, schema: bool = True):
+    def _transaction(self, *, schema: bool = True, indexed: bool = False):
         if schema and not self._schema_ready:
             if self.read_only:
                 self._check_schema()
@@ -148,6 +164,8 @@ class MetricStore:
         cur = self._cursor(conn)
         try:
             self._begin(cur)
+            if indexed:
+                self._plan_indexed(cur)
             yield cur
             with self._waiting():
                 conn.commit()
@@ -324,7 +342,7 @@ class MetricStore:
             f"ON CONFLICT (run_id) DO UPDATE SET {updates} "
             "WHERE runs.series = excluded.series AND runs.backend = excluded.backend AND runs.suite = excluded.suite"
         )
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(cur, upsert, params)
             if cur.rowcount == 0:
                 self._execute(cur, "SELECT series, backend, suite FROM runs WHERE run_id = %s", (run.run_id,))
@@ -681,7 +699,7 @@ class MetricStore:
         :param history_limit: how many baseline runs to read.
         :return: the run's values in ordinal order, and each ordinal's baseline values.
         """
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(
                 cur,
                 "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step "
@@ -696,6 +714,7 @@ class MetricStore:
                 base = [row[0] for row in cur.fetchall()]
             if base:
                 arrays = self.dialect == "postgres"
+                self._plan_bulk_join(cur)
                 self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_id))
                 history = dict(cur.fetchall()) if arrays else _group_by_ordinal(cur.fetchall())
         return current, history
@@ -705,7 +724,7 @@ class MetricStore:
 
         :param run_id: the store run id.
         """
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(
                 cur,
                 "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step "
@@ -740,7 +759,8 @@ class MetricStore:
         """
         if not run_ids:
             return []
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
+            self._plan_bulk_join(cur)
             self._execute(cur, run_values_sql(len(run_ids)), (*run_ids, run_id))
             return list(cur.fetchall())
 
@@ -798,7 +818,7 @@ class MetricStore:
             "run_id", "logical_date", "backend", "suite", "role", "status",
             "steps_key", "constraint_key", "step", "at_step", "value",
         )
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(cur, sql, params)
             rows = [dict(zip(keys, row)) for row in cur.fetchall()]
         for row in rows:
@@ -938,7 +958,7 @@ class MetricStore:
             "ORDER BY r.logical_date DESC, r.run_id DESC LIMIT %s"
         )
         keys = ("run_id", "logical_date", "role", "status", "dag_id", "airflow_run_id", "value", "at_step")
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(
                 cur, sql, (metric_key, steps_key, constraint_key, step, series, backend, suite, *params, limit)
             )
@@ -959,7 +979,7 @@ class MetricStore:
         :param constraint_key: the declaration's constraint key.
         :param limit: at most this many values.
         """
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(
                 cur,
                 "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step FROM metric_values "
@@ -983,7 +1003,7 @@ class MetricStore:
         :param history_limit: how many baseline runs.
         """
         out: dict[int, list[float]] = {}
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
             base = [row[0] for row in cur.fetchall()]
             if not base:

@@ -259,6 +259,12 @@ class PostgresStore(MetricStore):
             (f"{t.statement_ms}ms", f"{t.lock_ms}ms", f"{t.idle_ms}ms"),
         )
 
+    def _plan_indexed(self, cur: Any) -> None:
+        cur.execute("SELECT set_config('enable_seqscan', 'off', true)")
+
+    def _plan_bulk_join(self, cur: Any, on: bool = True) -> None:
+        cur.execute("SELECT set_config('enable_nestloop', %s, true)", ("off" if on else "on",))
+
     def _cursor(self, conn: Any) -> Any:
         return _BoundedCursor(conn.cursor(), self)
 
