@@ -618,6 +618,88 @@ class MetricStore:
             )
             return cur.rowcount
 
+    # -- retention -----------------------------------------------------------------------------
+
+    def prune(
+        self,
+        *,
+        keep: int | None = None,
+        before: datetime | None = None,
+        protect: int,
+        series: str | None = None,
+        backend: str | None = None,
+        suite: str | None = None,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Remove old nights (runs and their values) of each series identity, in one transaction.
+
+        A night is removed when it matches every criterion given: it is not among the ``keep``
+        most recent nights of its series identity, and its logical date is before ``before``.
+        Unless ``force``, the nights a current baseline may use are kept: per series identity the
+        ``protect`` most recent judged baseline nights (what the next night's baseline is chosen
+        from, under either policy), the night that carries the latest rebaseline marker, and every
+        ``pending`` night.
+
+        :param keep: keep the most recent ``keep`` nights of each series identity (any role).
+        :param before: remove only nights whose logical date is before this.
+        :param protect: how many of the most recent judged baseline nights a baseline may read.
+        :param series: only this series.
+        :param backend: only this backend.
+        :param suite: only this suite.
+        :param force: remove matching nights even when a current baseline uses them.
+        :param dry_run: say what would be removed; change nothing.
+        :return: ``{"nights", "values", "kept_for_baselines", "series", "run_ids"}``.
+        :raises StoreInputError: neither ``keep`` nor ``before``, or a negative ``keep``.
+        """
+        if keep is None and before is None:
+            raise StoreInputError("prune needs --keep N or --before DATE (or both)")
+        if keep is not None and keep < 0:
+            raise StoreInputError(f"--keep must be >= 0, got {keep}")
+        where, params = equal_to((("series", series), ("backend", backend), ("suite", suite)))
+        sql = "SELECT run_id, series, backend, suite, role, status, logical_date, rebaseline FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY series, backend, suite, logical_date DESC, run_id DESC"
+        removed: list[str] = []
+        kept = 0
+        identities: set[tuple[str, str, str]] = set()
+        values = 0
+        with self._transaction(indexed=True) as cur:
+            self._execute(cur, sql + self._lock_rows, params)
+            by_identity: dict[tuple[str, str, str], list[tuple]] = {}
+            for row in cur.fetchall():
+                by_identity.setdefault((row[1], row[2], row[3]), []).append(row)
+            cutoff = None if before is None else utc(before)
+            for identity, nights in by_identity.items():
+                judged = 0
+                fenced = False
+                for position, (run_id, _, _, _, role, status, date, rebaseline) in enumerate(nights):
+                    used = status == "pending" or (bool(rebaseline) and not fenced)
+                    fenced = fenced or bool(rebaseline)
+                    if role == "baseline" and status != "pending":
+                        used = used or judged < protect
+                        judged += 1
+                    if keep is not None and position < keep:
+                        continue
+                    if cutoff is not None and self._from_ts(date) >= cutoff:
+                        continue
+                    if used and not force:
+                        kept += 1
+                        continue
+                    removed.append(run_id)
+                    identities.add(identity)
+            for start in range(0, len(removed), _PRUNE_BATCH):
+                batch = removed[start:start + _PRUNE_BATCH]
+                marks = ", ".join(["%s"] * len(batch))
+                self._execute(cur, f"SELECT COUNT(*) FROM metric_values WHERE run_id IN ({marks})", batch)
+                values += int(cur.fetchone()[0])
+                if not dry_run:
+                    self._execute(cur, f"DELETE FROM metric_values WHERE run_id IN ({marks})", batch)
+                    self._execute(cur, f"DELETE FROM runs WHERE run_id IN ({marks})", batch)
+        return {"nights": len(removed), "values": values, "kept_for_baselines": kept, "series": len(identities),
+                "run_ids": removed}
+
     # -- reads ---------------------------------------------------------------------------------
 
     def _run_from_row(self, row: Sequence[Any]) -> RunRow:
@@ -1143,6 +1225,10 @@ class MetricStore:
                 if not rows:
                     break
                 yield rows
+
+
+#: Runs removed per statement by :meth:`MetricStore.prune`.
+_PRUNE_BATCH = 500
 
 
 def _group_by_ordinal(rows: Iterable[tuple[int, float]]) -> dict[int, list[float]]:
