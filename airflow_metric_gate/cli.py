@@ -31,7 +31,15 @@ from airflow_metric_gate.limits import (
     key_problem,
     logical_date_problem,
 )
-from airflow_metric_gate.pipeline import EarlierRunsPending, RunInfo, SeriesIdentity, ingest, new_run_id, run_gate
+from airflow_metric_gate.pipeline import (
+    EarlierRunsPending,
+    RunInfo,
+    SeriesIdentity,
+    candidate_limit,
+    ingest,
+    new_run_id,
+    run_gate,
+)
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import Record, RecordError
 from airflow_metric_gate.report import (
@@ -101,6 +109,7 @@ def _int_in(low: int, high: int | None, expected: str) -> Callable[[str], int]:
 _positive = _int_in(1, MAX_STEP, f"from 1 to {MAX_STEP}")
 _stored_step = _int_in(-1, MAX_STEP, f'-1 (steps "last") or from 0 to {MAX_STEP}')
 _history_limit = _int_in(1, MAX_HISTORY_LIMIT, f"from 1 to {MAX_HISTORY_LIMIT}")
+_nonnegative = _int_in(0, MAX_STEP, f"from 0 to {MAX_STEP}")
 _non_negative = _int_in(0, None, ">= 0")
 
 
@@ -270,6 +279,21 @@ def build_parser() -> argparse.ArgumentParser:
     rebase.add_argument("--run-id", required=True, help="store run id")
     rebase.add_argument("--undo", action="store_true", help="remove the marker")
     _store_option(rebase)
+
+    prune = sub.add_parser("prune", help="remove old nights, keeping every night a current baseline uses")
+    prune.add_argument("--keep", type=_nonnegative, metavar="N",
+                       help="keep the N most recent nights of each series identity")
+    prune.add_argument("--before", metavar="DATE", help="remove only nights with a logical date before DATE (ISO 8601)")
+    prune.add_argument("--series", help="only this series")
+    prune.add_argument("--backend", help="only this backend")
+    prune.add_argument("--suite", help="only this suite")
+    prune.add_argument("--history-limit", type=_history_limit, default=DEFAULT_HISTORY_LIMIT,
+                       help="the history limit the gates use (decides which nights a current baseline uses)")
+    prune.add_argument("--force", action="store_true",
+                       help="also remove matching nights that a current baseline uses")
+    prune.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    prune.add_argument("--json", action="store_true", help="print the result as JSON")
+    _store_option(prune)
 
     db = sub.add_parser("db", help="store schema")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
@@ -549,6 +573,32 @@ def _cmd_rebaseline(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_prune(args: argparse.Namespace) -> int:
+    before = None
+    if args.before is not None:
+        try:
+            before = utc(parse_datetime(args.before, "--before"))
+        except (ValueError, OverflowError) as exc:
+            raise UsageError(str(exc)) from None
+    if args.keep is None and before is None:
+        raise UsageError("prune needs --keep N or --before DATE (or both)")
+    with open_store(args.store) as store:
+        result = store.prune(keep=args.keep, before=before, protect=candidate_limit(args.history_limit),
+                             series=args.series, backend=args.backend, suite=args.suite, force=args.force,
+                             dry_run=args.dry_run)
+    if args.json:
+        _emit(json.dumps({**result, "dry_run": args.dry_run}, indent=2))
+        return EXIT_OK
+    verb = "would remove" if args.dry_run else "removed"
+    line = (f"{verb} {result['nights']} night(s) ({result['values']} value(s)) of {result['series']} series "
+            f"identit{'y' if result['series'] == 1 else 'ies'}")
+    if result["kept_for_baselines"]:
+        line += (f"; kept {result['kept_for_baselines']} matching night(s) that a current baseline uses "
+                 "(--force removes them too)")
+    print(printable(line))
+    return EXIT_OK
+
+
 def _cmd_db(args: argparse.Namespace) -> int:
     with open_store(args.store) as store:
         before, after = store.upgrade()
@@ -578,13 +628,15 @@ _COMMANDS = {
     "accept": _cmd_accept,
     "replay": _cmd_replay,
     "db": _cmd_db,
+    "prune": _cmd_prune,
     "demo": _cmd_demo,
 }
 
 
 #: The commands that write to the store (or, for demo, a working folder): only their errors say
 #: that nothing was stored.
-_WRITING_COMMANDS = frozenset({"run", "mark-untrusted", "mark-trusted", "rebaseline", "accept", "db", "demo"})
+_WRITING_COMMANDS = frozenset({"run", "mark-untrusted", "mark-trusted", "rebaseline", "accept", "db", "prune",
+                               "demo"})
 
 
 def _writes(argv: Sequence[str]) -> bool:

@@ -40,6 +40,7 @@ from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.rules import is_warning
 from airflow_metric_gate.selection import LAST_STEP, Selection, dropped_warnings, more_warnings, select_steps
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
+from airflow_metric_gate.store.errors import RunRewritten
 from airflow_metric_gate.store.rows import PROVENANCE_COLUMNS, WindowRun
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict, calibrated_sections
 
@@ -235,8 +236,9 @@ def persist(
     :param selections: from :func:`select`.
     :param warnings: from :func:`record_warnings`: kept with the run (provenance key
         ``record_warnings``) for its verdict.
-    :return: ``{"run_id", "rows", "errors", "declarations"}``; with no declarations nothing is
-        stored (a run with no declarations is trusted and stores nothing).
+    :return: ``{"run_id", "rows", "errors", "declarations", "write_version"}`` (the write version
+        names this write of the run id, see :meth:`MetricStore.write_night`); with no declarations
+        nothing is stored (a run with no declarations is trusted and stores nothing).
     :raises StoreInputError: a key, step or date is over its limit (:func:`check_run`); nothing
         was written.
     """
@@ -262,8 +264,9 @@ def persist(
         provenance={**run.provenance, **({WARNINGS_KEY: [dict(w) for w in warnings]} if warnings else {})},
         declarations=[s.declaration.summary() for s in selections], selection_errors=errors,
     )
-    rows = store.write_run(row, values)
-    return {"run_id": run.run_id, "rows": rows, "errors": len(errors), "declarations": len(selections)}
+    written = store.write_night(row, values)
+    return {"run_id": run.run_id, "rows": written.rows, "errors": len(errors), "declarations": len(selections),
+            "write_version": written.write_version}
 
 
 # -- judging nights in date order ----------------------------------------------------------------
@@ -373,10 +376,15 @@ def evaluate(
     max_results: int | None = DEFAULT_MAX_RESULTS,
     max_bytes: int | None = None,
     record: bool = True,
+    write_version: int | None = None,
 ) -> dict:
     """Compare a stored run with the history of each of its coordinates and record its trust.
 
-    The run is marked ``trusted`` (every result PASS or INACTIVE) or ``untrusted``.
+    The run is marked ``trusted`` (every result PASS or INACTIVE) or ``untrusted``, only if it
+    still holds the values that were judged: when another writer of the same run id replaced them
+    meanwhile, nothing is marked and :class:`~airflow_metric_gate.store.errors.RunRewritten` (a
+    retryable store error) is raised, so the stored values, status and counts always come from
+    one writer.
 
     :param store: the metric store.
     :param run_id: the store run id written by :func:`persist`.
@@ -390,12 +398,19 @@ def evaluate(
     :param max_results: at most this many results in the verdict.
     :param max_bytes: keep the verdict's JSON below this size (for XCom).
     :param record: mark the run trusted or untrusted; ``False`` only rebuilds the verdict (read-only).
+    :param write_version: the write of the run id whose values are to be judged (from
+        :func:`persist`); ``None``: the values stored when evaluation starts.
     :return: the verdict (SPEC 10).
+    :raises RunRewritten: the run holds another write's values (now, or by the time its verdict
+        would be kept).
     """
     check_evaluate_options(history_limit=history_limit, min_history=min_history, aggregate=aggregate)
     run = store.get_run(run_id)
     if run is None:
         raise StoreInputError(f"the metric store has no run {run_id!r}; persist it before evaluating")
+    if write_version is not None and run.write_version != write_version:
+        raise RunRewritten(run_id, write_version, run.write_version)
+    # every value read below is read after this version: marking checks it is still the stored one
     if enforce is None:
         enforce = False if record else bool(run.provenance.get("enforce", False))
     gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
@@ -479,7 +494,7 @@ def evaluate(
     reason = ", ".join(f"{counts[s]} {s}" for s in counts if counts[s]) or "no declarations"
     if record:
         store.set_status(run_id, RunStatus.TRUSTED.value if trusted else RunStatus.UNTRUSTED.value, reason,
-                         enforce=bool(enforce), outcomes=outcomes)
+                         enforce=bool(enforce), outcomes=outcomes, write_version=run.write_version)
     return verdict
 
 
@@ -640,9 +655,9 @@ def run_gate(
     selections = select(record, declarations)
     if not selections:
         return empty_verdict(identity, run, enforce=bool(evaluate_kwargs.get("enforce")))
-    persist(store, identity, run, selections, warnings=record_warnings(record, declarations))
+    stored = persist(store, identity, run, selections, warnings=record_warnings(record, declarations))
     if on_stored is not None:
         on_stored(run.run_id)
     history_limit = evaluate_kwargs.get("history_limit", DEFAULT_HISTORY_LIMIT)
     wait_for_earlier_runs(store, run.run_id, history_limit=history_limit, timeout=wait)
-    return evaluate(store, run.run_id, **evaluate_kwargs)
+    return evaluate(store, run.run_id, write_version=stored["write_version"], **evaluate_kwargs)

@@ -57,6 +57,7 @@ TARGETS = {
     "evaluate_vs_limit": ("<=", 2.0),
     "evaluate_speedup_vs_per_coordinate": (">=", 20.0),
     "evaluate_growth_120_vs_30": ("<=", 1.3),
+    "evaluate_stale_vs_limit": ("<=", 3.0),
     "ingest_memory_growth_vs_record_growth": ("<=", 1.0),
 }
 CONSTRAINT = {"rel_up": 0.5, "abs_floor_up": 0.1, "rel_down": 0.8, "abs_floor_down": 0.1}
@@ -177,12 +178,13 @@ def bench_ingest(scale: dict, workdir: Path) -> dict:
     return out
 
 
-def _selection_for(coords: list[tuple[str, str, str, int]], night: int) -> list[Selection]:
+def _selection_for(coords: list[tuple[str, str, str, int]], night: int, policy: str | None = None) -> list[Selection]:
     by_metric: dict[str, list[tuple[int, float, int]]] = {}
     for metric, _, _, step in coords:
         value = 1.0 + 0.001 * ((step * 31 + night) % 50)
         by_metric.setdefault(metric, []).append((step, value, step))
-    return [Selection(declare(m, steps="all", constraint=CONSTRAINT), points=pts) for m, pts in by_metric.items()]
+    return [Selection(declare(m, steps="all", constraint=CONSTRAINT, policy=policy), points=pts)
+            for m, pts in by_metric.items()]
 
 
 def bench_persist(scale: dict, pg_url: str) -> dict:
@@ -359,6 +361,65 @@ def bench_evaluate(scale: dict, pg_url: str) -> dict:
     return out
 
 
+def bench_evaluate_stale(scale: dict, pg_url: str) -> dict:
+    """Evaluate as the nightly pipeline meets the store: statistics from its first nights, never analyzed since.
+
+    Autovacuum is turned off for the store's tables and they are analyzed once, after night 3;
+    then the rest of the history is written.  Evaluate (``policy: reference``, then the same
+    declarations under ``policy: calibrated``) is timed in that state; the limit statement is timed
+    after ``ANALYZE`` (the read floor with the planner's best information), in the same run.
+    """
+    coords = coordinates(scale["coords"])
+    nights = scale["nights"][0]
+    series = "bench-stale"
+    with PostgresStore.from_url(pg_url) as store:
+        store.upgrade()
+        with store._transaction() as cur:
+            for table in ("runs", "metric_values"):
+                cur.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+    _build_history(pg_url, coords, 3, series)
+    conn = psycopg2.connect(pg_url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("ANALYZE runs")
+        cur.execute("ANALYZE metric_values")
+    store = PostgresStore.from_url(pg_url)
+    for night in range(3, nights):
+        values = [ValueRow(i, *c, 1.0 + 0.001 * ((c[3] * 31 + night) % 50), c[3]) for i, c in enumerate(coords)]
+        store.write_run(RunRow(run_id=f"{series}-n{night:04d}", series=series, backend="cuda", suite="bench",
+                               role="baseline", status="trusted", logical_date=T0 + timedelta(days=night),
+                               declarations=[]), values)
+    out: dict = {}
+    for policy in ("reference", "calibrated"):
+        run_id = f"{series}-current-{policy}"
+        persist(store, SeriesIdentity(series, "cuda", "bench"),
+                RunInfo(run_id, logical_date=T0 + timedelta(days=nights - 0.5)),
+                _selection_for(coords, nights, policy=None if policy == "reference" else policy))
+
+        def ours(run_id: str = run_id, policy: str = policy) -> None:
+            verdict = evaluate(store, run_id)
+            assert verdict["counts"]["PASS"] + verdict["counts"]["FAIL"] >= len(coords), (policy, verdict["counts"])
+            store.set_status(run_id, "pending")
+
+        out[f"evaluate_stale_{policy}_s"] = best_of(scale["repeat"], ours)
+    store.close()
+    with conn.cursor() as cur:
+        cur.execute("ANALYZE runs")
+        cur.execute("ANALYZE metric_values")
+        cutoff = T0 + timedelta(days=nights - 0.5)
+
+        def limit() -> None:
+            cur.execute(_LIMIT_SQL, (f"{series}-current-reference", series, cutoff))
+            rows = cur.fetchall()
+            assert len(rows) == len(coords) and rows[0][1] == min(20, nights)
+
+        out["evaluate_stale_limit_s"] = best_of(scale["repeat"], limit)
+    conn.close()
+    out["evaluate_stale_vs_limit"] = out["evaluate_stale_reference_s"] / out["evaluate_stale_limit_s"]
+    out["evaluate_calibrated_vs_reference"] = out["evaluate_stale_calibrated_s"] / out["evaluate_stale_reference_s"]
+    return out
+
+
 NOOP_DAG = """
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
@@ -441,11 +502,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
     parser.add_argument("--pg-url", default=os.environ.get("METRIC_GATE_BENCH_PG_URL",
                                                            "postgresql://postgres@127.0.0.1:5432/postgres"))
-    parser.add_argument("--only", choices=("ingest", "persist", "evaluate", "dag"), action="append")
+    parser.add_argument("--only", choices=("ingest", "persist", "evaluate", "evaluate_stale", "dag"), action="append")
     parser.add_argument("--output", default="benchmarks/results/latest.json")
     args = parser.parse_args(argv)
     scale = SCALES[args.scale]
-    only = set(args.only or ("ingest", "persist", "evaluate", "dag"))
+    only = set(args.only or ("ingest", "persist", "evaluate", "evaluate_stale", "dag"))
     figures: dict = {"scale": args.scale, "machine": {
         "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -467,6 +528,13 @@ def main(argv: list[str] | None = None) -> int:
                 if "evaluate" in only:
                     print("benchmark: evaluate (builds history) ...", flush=True)
                     figures.update(bench_evaluate(scale, url))
+            finally:
+                drop()
+        if "evaluate_stale" in only:  # a database of its own: its statistics are the scenario
+            url, drop = _fresh_database(args.pg_url)
+            try:
+                print("benchmark: evaluate on stale statistics (builds history) ...", flush=True)
+                figures.update(bench_evaluate_stale(scale, url))
             finally:
                 drop()
         if "dag" in only:

@@ -21,7 +21,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_metric_gate.hooks import CONN_FIELDS, CONN_TYPE, DEFAULT_CONN_ID, HOOK_NAME, UI_FIELD_BEHAVIOUR
 from airflow_metric_gate.store import MetricStore, StoreError, StoreInputError, StoreUnavailable, open_store
-from airflow_metric_gate.store.urls import POSTGRES_PARAMETERS, Timeouts, scrub
+from airflow_metric_gate.store.urls import DEFAULT_KEEPALIVES, POSTGRES_PARAMETERS, STORE_SETTINGS, Timeouts, scrub
 
 POSTGRES_CONN_TYPES = ("postgres", "postgresql")
 
@@ -215,9 +215,12 @@ class MetricStoreHook(BaseHook):
         connection = hook.connection
         extra = dict(connection.extra_dejson)
         timeouts = Timeouts.read(extra, f"extra of Airflow connection {conn_id!r}")
-        # statement_timeout is not a libpq option: the store sets it per transaction.
-        extra.pop("statement_timeout", None)
+        # the timeouts are not libpq options: the store sets them per transaction, or bounds its own waits
+        for name in STORE_SETTINGS:
+            extra.pop(name, None)
         extra["connect_timeout"] = timeouts.connect
+        for name, value in DEFAULT_KEEPALIVES.items():
+            extra.setdefault(name, value)
         connection.extra = json.dumps(extra)
         store = PostgresStore.from_hook(hook, timeouts=timeouts, secrets=_password_forms(connection.password))
         store.description = f"postgres connection {conn_id!r}"

@@ -20,7 +20,7 @@ from typing import Any
 
 from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
-from airflow_metric_gate.store.errors import StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store.errors import RunRewritten, StoreError, StoreInputError, StoreUnavailable
 from airflow_metric_gate.store.rows import (
     PROVENANCE_COLUMNS,
     VALUE_COLUMNS,
@@ -29,6 +29,7 @@ from airflow_metric_gate.store.rows import (
     RunRow,
     ValueRow,
     WindowRun,
+    Written,
 )
 from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
 from airflow_metric_gate.store.sql import (
@@ -128,18 +129,46 @@ class MetricStore:
         self.close()
 
     @contextmanager
-    def _transaction(self, *, schema: bool = True):
+    def _waiting(self) -> Iterator[None]:
+        """Around every wait for the server's answer (dialects bound it on the client side)."""
+        yield
+
+    def _cursor(self, conn: Any) -> Any:
+        """Return a cursor of ``conn`` (dialects wrap it)."""
+        return conn.cursor()
+
+    def _plan_indexed(self, cur: Any) -> None:
+        """Make the rest of the transaction read ``metric_values`` through its indexes only (dialects override).
+
+        The nightly pipeline never analyzes the tables right before it reads them: statistics taken
+        when the store held a few nights say that a new night's run id has no rows, or that a run
+        holds a third of the table, and the planner may then scan the whole table.
+        """
+
+    def _plan_bulk_join(self, cur: Any, on: bool = True) -> None:
+        """Around a statement that joins a run's coordinates with other runs' values: no nested loop.
+
+        With stale statistics a nested loop, estimated over one row, runs once per value.
+
+        :param on: ``False`` restores the planner's own choice.
+        """
+
+    @contextmanager
+    def _transaction(self, *, schema: bool = True, indexed: bool = False):
         if schema and not self._schema_ready:
             if self.read_only:
                 self._check_schema()
             else:
                 self.upgrade()
         conn = self._connection()
-        cur = conn.cursor()
+        cur = self._cursor(conn)
         try:
             self._begin(cur)
+            if indexed:
+                self._plan_indexed(cur)
             yield cur
-            conn.commit()
+            with self._waiting():
+                conn.commit()
         except BaseException as exc:
             try:
                 conn.rollback()
@@ -221,10 +250,14 @@ class MetricStore:
         :return: ``(version before, version after)``.
         """
         with self._transaction(schema=False) as cur:
-            self._lock_schema(cur)
+            # A current schema (every run but the first after an upgrade of the package) takes no lock
+            # at all: writers and readers of different series never wait for one another here.
             before = self._read_version(cur)
             if before > SCHEMA_VERSION:
                 raise self._newer_schema(before)
+            if before < SCHEMA_VERSION:
+                self._lock_schema(cur)
+                before = self._read_version(cur)  # another client may have upgraded while this one waited
             now = self._ts(datetime.now(timezone.utc))
             for version in range(before + 1, SCHEMA_VERSION + 1):
                 for statement in migration_statements(version, self.dialect):
@@ -244,7 +277,20 @@ class MetricStore:
         )
 
     def write_run(self, run: RunRow, values: Sequence[ValueRow]) -> int:
+        """Write a run and all its values atomically (see :meth:`write_night`); return how many values.
+
+        :param run: the run row (its status is written as given, normally ``pending``).
+        :param values: the run's coordinates and values.
+        :return: the number of ``metric_values`` rows written.
+        """
+        return self.write_night(run, values).rows
+
+    def write_night(self, run: RunRow, values: Sequence[ValueRow]) -> Written:
         """Write a run and all its values atomically, replacing whatever that run id held.
+
+        Each write of a run id gets the next write version (``runs.write_version``: 1, then 2, ...),
+        which a verdict names when it is kept (:meth:`set_status`): a verdict is kept only for the
+        values it judged.
 
         Non-finite values are refused before any statement runs.  A run id belongs to one series
         identity (series, backend, suite): writing another identity under it is refused, and the
@@ -252,7 +298,7 @@ class MetricStore:
 
         :param run: the run row (its status is written as given, normally ``pending``).
         :param values: the run's coordinates and values.
-        :return: the number of ``metric_values`` rows written.
+        :return: how many ``metric_values`` rows were written, and the write version.
         :raises StoreInputError: on a non-finite value, unknown role or status, or a run id that
             belongs to another series identity.
         """
@@ -280,14 +326,15 @@ class MetricStore:
         names = (
             "run_id, series, backend, suite, role, status, logical_date, created_at, updated_at, "
             + ", ".join(PROVENANCE_COLUMNS)
-            + ", provenance, declarations, selection_errors, status_reason, rebaseline, outcomes"
+            + ", provenance, declarations, selection_errors, status_reason, rebaseline, outcomes, write_version"
         )
+        params = (*params, 1)
         updates = ", ".join(
-            f"{c} = excluded.{c}"
-            for c in (
-                "series", "backend", "suite", "role", "status", "logical_date", "updated_at", *PROVENANCE_COLUMNS,
-                "provenance", "declarations", "selection_errors", "status_reason", "rebaseline", "outcomes",
-            )
+            [f"{c} = excluded.{c}"
+             for c in (
+                 "series", "backend", "suite", "role", "status", "logical_date", "updated_at", *PROVENANCE_COLUMNS,
+                 "provenance", "declarations", "selection_errors", "status_reason", "rebaseline", "outcomes",
+             )] + ["write_version = runs.write_version + 1"]
         )
         # A run id names the run of one series identity: a write for another identity changes nothing.
         upsert = (
@@ -295,7 +342,7 @@ class MetricStore:
             f"ON CONFLICT (run_id) DO UPDATE SET {updates} "
             "WHERE runs.series = excluded.series AND runs.backend = excluded.backend AND runs.suite = excluded.suite"
         )
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(cur, upsert, params)
             if cur.rowcount == 0:
                 self._execute(cur, "SELECT series, backend, suite FROM runs WHERE run_id = %s", (run.run_id,))
@@ -305,14 +352,20 @@ class MetricStore:
                     f"suite {suite!r}); refusing to store series {run.series!r} (backend {run.backend!r}, "
                     f"suite {run.suite!r}) under it: give this run an id of its own; nothing was stored"
                 )
+            self._execute(cur, "SELECT write_version FROM runs WHERE run_id = %s", (run.run_id,))
+            version = int(cur.fetchone()[0])
             self._execute(cur, "DELETE FROM metric_values WHERE run_id = %s", (run.run_id,))
             if rows:
                 self._bulk_insert_values(cur, rows)
-        return len(rows)
+        return Written(len(rows), version)
 
     def set_status(self, run_id: str, status: str, reason: str | None = None, *, enforce: bool | None = None,
-                   outcomes: Mapping[str, Any] | None = None) -> None:
+                   outcomes: Mapping[str, Any] | None = None, write_version: int | None = None) -> None:
         """Set a run's status after evaluation.
+
+        With ``write_version`` the status is kept only if the run still holds the values of that
+        write (:meth:`write_night`), checked under the run's row lock in the transaction that marks:
+        a verdict is never kept for values another writer of the same run id wrote meanwhile.
 
         :param run_id: the store run id.
         :param status: ``pending``, ``trusted`` or ``untrusted``.
@@ -322,12 +375,19 @@ class MetricStore:
             leaves the provenance as it is.
         :param outcomes: what each declaration's night was (``runs.outcomes``), written in the same
             statement; ``None`` leaves it as it is.
+        :param write_version: the write whose values were judged; ``None`` marks whatever is stored.
+        :raises RunRewritten: the run holds another write's values now (nothing was changed).
         """
         problem = RunStatus.problem(status, "status")
         if problem:
             raise StoreInputError(problem)
         now = self._ts(datetime.now(timezone.utc))
         with self._transaction() as cur:
+            if write_version is not None:
+                self._execute(cur, f"SELECT write_version FROM runs WHERE run_id = %s{self._lock_rows}", (run_id,))
+                row = cur.fetchone()
+                if row is None or int(row[0]) != write_version:
+                    raise RunRewritten(run_id, write_version, None if row is None else int(row[0]))
             if outcomes is not None:
                 self._execute(cur, "UPDATE runs SET outcomes = %s WHERE run_id = %s", (json.dumps(outcomes), run_id))
             if enforce is None:
@@ -558,6 +618,88 @@ class MetricStore:
             )
             return cur.rowcount
 
+    # -- retention -----------------------------------------------------------------------------
+
+    def prune(
+        self,
+        *,
+        keep: int | None = None,
+        before: datetime | None = None,
+        protect: int,
+        series: str | None = None,
+        backend: str | None = None,
+        suite: str | None = None,
+        force: bool = False,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Remove old nights (runs and their values) of each series identity, in one transaction.
+
+        A night is removed when it matches every criterion given: it is not among the ``keep``
+        most recent nights of its series identity, and its logical date is before ``before``.
+        Unless ``force``, the nights a current baseline may use are kept: per series identity the
+        ``protect`` most recent judged baseline nights (what the next night's baseline is chosen
+        from, under either policy), the night that carries the latest rebaseline marker, and every
+        ``pending`` night.
+
+        :param keep: keep the most recent ``keep`` nights of each series identity (any role).
+        :param before: remove only nights whose logical date is before this.
+        :param protect: how many of the most recent judged baseline nights a baseline may read.
+        :param series: only this series.
+        :param backend: only this backend.
+        :param suite: only this suite.
+        :param force: remove matching nights even when a current baseline uses them.
+        :param dry_run: say what would be removed; change nothing.
+        :return: ``{"nights", "values", "kept_for_baselines", "series", "run_ids"}``.
+        :raises StoreInputError: neither ``keep`` nor ``before``, or a negative ``keep``.
+        """
+        if keep is None and before is None:
+            raise StoreInputError("prune needs --keep N or --before DATE (or both)")
+        if keep is not None and keep < 0:
+            raise StoreInputError(f"--keep must be >= 0, got {keep}")
+        where, params = equal_to((("series", series), ("backend", backend), ("suite", suite)))
+        sql = "SELECT run_id, series, backend, suite, role, status, logical_date, rebaseline FROM runs"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY series, backend, suite, logical_date DESC, run_id DESC"
+        removed: list[str] = []
+        kept = 0
+        identities: set[tuple[str, str, str]] = set()
+        values = 0
+        with self._transaction(indexed=True) as cur:
+            self._execute(cur, sql + self._lock_rows, params)
+            by_identity: dict[tuple[str, str, str], list[tuple]] = {}
+            for row in cur.fetchall():
+                by_identity.setdefault((row[1], row[2], row[3]), []).append(row)
+            cutoff = None if before is None else utc(before)
+            for identity, nights in by_identity.items():
+                judged = 0
+                fenced = False
+                for position, (run_id, _, _, _, role, status, date, rebaseline) in enumerate(nights):
+                    used = status == "pending" or (bool(rebaseline) and not fenced)
+                    fenced = fenced or bool(rebaseline)
+                    if role == "baseline" and status != "pending":
+                        used = used or judged < protect
+                        judged += 1
+                    if keep is not None and position < keep:
+                        continue
+                    if cutoff is not None and self._from_ts(date) >= cutoff:
+                        continue
+                    if used and not force:
+                        kept += 1
+                        continue
+                    removed.append(run_id)
+                    identities.add(identity)
+            for start in range(0, len(removed), _PRUNE_BATCH):
+                batch = removed[start:start + _PRUNE_BATCH]
+                marks = ", ".join(["%s"] * len(batch))
+                self._execute(cur, f"SELECT COUNT(*) FROM metric_values WHERE run_id IN ({marks})", batch)
+                values += int(cur.fetchone()[0])
+                if not dry_run:
+                    self._execute(cur, f"DELETE FROM metric_values WHERE run_id IN ({marks})", batch)
+                    self._execute(cur, f"DELETE FROM runs WHERE run_id IN ({marks})", batch)
+        return {"nights": len(removed), "values": values, "kept_for_baselines": kept, "series": len(identities),
+                "run_ids": removed}
+
     # -- reads ---------------------------------------------------------------------------------
 
     def _run_from_row(self, row: Sequence[Any]) -> RunRow:
@@ -566,6 +708,7 @@ class MetricStore:
             logical_date=self._from_ts(row[6]), provenance=json.loads(row[7] or "{}"),
             declarations=json.loads(row[8] or "[]"), selection_errors=json.loads(row[9] or "[]"),
             status_reason=row[10], rebaseline=bool(row[11]), outcomes=json.loads(row[12] or "{}"),
+            write_version=int(row[13] or 0),
         )
 
     def get_run(self, run_id: str) -> RunRow | None:
@@ -638,7 +781,7 @@ class MetricStore:
         :param history_limit: how many baseline runs to read.
         :return: the run's values in ordinal order, and each ordinal's baseline values.
         """
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(
                 cur,
                 "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step "
@@ -653,6 +796,7 @@ class MetricStore:
                 base = [row[0] for row in cur.fetchall()]
             if base:
                 arrays = self.dialect == "postgres"
+                self._plan_bulk_join(cur)
                 self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_id))
                 history = dict(cur.fetchall()) if arrays else _group_by_ordinal(cur.fetchall())
         return current, history
@@ -662,7 +806,7 @@ class MetricStore:
 
         :param run_id: the store run id.
         """
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(
                 cur,
                 "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step "
@@ -698,7 +842,8 @@ class MetricStore:
         if not run_ids:
             return []
         names = list(run_ids)
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
+            self._plan_bulk_join(cur)
             self._execute(cur, run_values_sql(len(names)), (*names, run_id))
             return [(ordinal, names[k], value) for ordinal, k, value in cur.fetchall()]
 
@@ -756,7 +901,7 @@ class MetricStore:
             "run_id", "logical_date", "backend", "suite", "role", "status",
             "steps_key", "constraint_key", "step", "at_step", "value",
         )
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(cur, sql, params)
             rows = [dict(zip(keys, row)) for row in cur.fetchall()]
         for row in rows:
@@ -896,7 +1041,7 @@ class MetricStore:
             "ORDER BY r.logical_date DESC, r.run_id DESC LIMIT %s"
         )
         keys = ("run_id", "logical_date", "role", "status", "dag_id", "airflow_run_id", "value", "at_step")
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(
                 cur, sql, (metric_key, steps_key, constraint_key, step, series, backend, suite, *params, limit)
             )
@@ -917,7 +1062,7 @@ class MetricStore:
         :param constraint_key: the declaration's constraint key.
         :param limit: at most this many values.
         """
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(
                 cur,
                 "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step FROM metric_values "
@@ -941,7 +1086,7 @@ class MetricStore:
         :param history_limit: how many baseline runs.
         """
         out: dict[int, list[float]] = {}
-        with self._transaction() as cur:
+        with self._transaction(indexed=True) as cur:
             self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
             base = [row[0] for row in cur.fetchall()]
             if not base:
@@ -1081,6 +1226,10 @@ class MetricStore:
                 if not rows:
                     break
                 yield rows
+
+
+#: Runs removed per statement by :meth:`MetricStore.prune`.
+_PRUNE_BATCH = 500
 
 
 def _group_by_ordinal(rows: Iterable[tuple[int, float]]) -> dict[int, list[float]]:

@@ -7,7 +7,12 @@ run is being written again) are deleted, so a retry replaces its own rows.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterable
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg2
@@ -22,6 +27,7 @@ _ADVISORY_LOCK_KEY = 0x6D67617465  # "mgate"
 
 _NULL = "\\N"
 _QUERY_CANCELED = "57014"
+_LOCK_NOT_AVAILABLE = "55P03"
 
 #: SQLSTATEs of the server's refusals that no retry cures: the settings or the grants are wrong.
 _REFUSED_SQLSTATES = {
@@ -80,6 +86,88 @@ def copy_payload(rows: list[tuple]) -> str:
     return "".join(out)
 
 
+#: Seconds an unarmed watchdog thread waits before it ends.
+_WATCHDOG_IDLE_S = 30.0
+
+
+class _Watchdog:
+    """Cuts a connection whose answer has not come within a deadline (one daemon thread per store).
+
+    libpq waits for the server's answer without a limit of its own: a server (or a proxy, a
+    firewall) that keeps the TCP connection open and says nothing would hold the client forever.
+    While armed, the watchdog shuts the connection's socket down at the deadline; the blocked call
+    then fails at once as a lost connection.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._deadline: float | None = None
+        self._fd: int | None = None
+        self._thread: threading.Thread | None = None
+        #: Whether the last armed wait was cut.
+        self.fired = False
+
+    def arm(self, fd: int, seconds: float) -> None:
+        with self._cond:
+            self._fd, self._deadline, self.fired = fd, time.monotonic() + seconds, False
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="metric-gate-store-watchdog", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def disarm(self) -> None:
+        with self._cond:
+            self._fd = self._deadline = None
+
+    def _watch(self) -> None:
+        with self._cond:
+            while True:
+                if self._deadline is None:
+                    # an idle watchdog ends (a store opened per request leaves no thread behind)
+                    if not self._cond.wait(_WATCHDOG_IDLE_S) and self._deadline is None:
+                        self._thread = None
+                        return
+                    continue
+                remaining = self._deadline - time.monotonic()
+                if remaining > 0:
+                    self._cond.wait(remaining)
+                    continue
+                fd, self._fd, self._deadline = self._fd, None, None
+                if fd is not None:
+                    self.fired = True
+                    _shut_down(fd)
+
+
+def _shut_down(fd: int) -> None:
+    """Shut a socket down for both directions (its descriptor stays the driver's to close)."""
+    try:
+        with socket.socket(fileno=os.dup(fd)) as sock:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:  # already closed
+        pass
+
+
+class _BoundedCursor:
+    """A driver cursor whose calls that wait for the server are bounded by the store's watchdog."""
+
+    _WAITING = ("execute", "executemany", "copy_expert", "callproc")
+
+    def __init__(self, cursor: Any, store: PostgresStore) -> None:
+        self._cursor = cursor
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._cursor, name)
+        if name not in self._WAITING:
+            return attr
+
+        def bounded(*args: Any, **kwargs: Any) -> Any:
+            with self._store._waiting():
+                return attr(*args, **kwargs)
+
+        return bounded
+
+
 def _outage_errors() -> tuple[type[BaseException], ...]:
     errors: list[type[BaseException]] = [psycopg2.OperationalError, psycopg2.InterfaceError]
     try:
@@ -132,6 +220,7 @@ class PostgresStore(MetricStore):
         super().__init__(connect, description=description)
         self.timeouts = timeouts or Timeouts()
         self.secrets = tuple(s for s in secrets if s)
+        self._watchdog = _Watchdog()
 
     @classmethod
     def from_url(cls, url: str) -> PostgresStore:
@@ -163,14 +252,51 @@ class PostgresStore(MetricStore):
         return cls(hook.get_conn, description=f"postgres connection {conn_id!r}", timeouts=timeouts, secrets=secrets)
 
     def _begin(self, cur: Any) -> None:
-        cur.execute("SELECT set_config('statement_timeout', %s, true)", (f"{self.timeouts.statement_ms}ms",))
+        t = self.timeouts
+        cur.execute(
+            "SELECT set_config('statement_timeout', %s, true), set_config('lock_timeout', %s, true), "
+            "set_config('idle_in_transaction_session_timeout', %s, true)",
+            (f"{t.statement_ms}ms", f"{t.lock_ms}ms", f"{t.idle_ms}ms"),
+        )
+
+    def _plan_indexed(self, cur: Any) -> None:
+        cur.execute("SELECT set_config('enable_seqscan', 'off', true)")
+
+    def _plan_bulk_join(self, cur: Any, on: bool = True) -> None:
+        cur.execute("SELECT set_config('enable_nestloop', %s, true)", ("off" if on else "on",))
+
+    def _cursor(self, conn: Any) -> Any:
+        return _BoundedCursor(conn.cursor(), self)
+
+    @contextmanager
+    def _waiting(self) -> Iterator[None]:
+        wait_ms = self.timeouts.client_wait_ms
+        fileno = getattr(self._conn, "fileno", None)
+        if not wait_ms or fileno is None:
+            yield
+            return
+        self._watchdog.arm(fileno(), wait_ms / 1000)
+        try:
+            yield
+        finally:
+            self._watchdog.disarm()
 
     def _error_text(self, exc: BaseException) -> str:
         text = scrub(str(exc), self.secrets)
-        if "timeout expired" in text:
+        if self._watchdog.fired:
+            text += (
+                f" (the client cut the connection: no answer within client_timeout={self.timeouts.client_wait_ms}ms; "
+                "the server or the network stopped answering)"
+            )
+        elif "timeout expired" in text:
             text += (
                 f" (connect_timeout={self.timeouts.connect}s: set connect_timeout in the store URL's query "
                 "or the Airflow connection's extra)"
+            )
+        elif _sqlstate(exc) == _LOCK_NOT_AVAILABLE:
+            text += (
+                f" (lock_timeout={self.timeouts.lock_ms}ms: another writer of the same run, or a schema upgrade, "
+                "held the lock longer; set lock_timeout in the store URL's query or the Airflow connection's extra)"
             )
         elif _sqlstate(exc) == _QUERY_CANCELED and "statement timeout" in text:
             text += (
@@ -206,6 +332,8 @@ class PostgresStore(MetricStore):
         return exc
 
     def _connection(self) -> Any:
+        if self._conn is None:
+            self._watchdog.fired = False
         conn = super()._connection()
         if getattr(conn, "autocommit", False):
             conn.autocommit = False
@@ -223,5 +351,5 @@ class PostgresStore(MetricStore):
         if hasattr(cur, "copy_expert"):  # psycopg2
             cur.copy_expert(_COPY_SQL, io.StringIO(data))
         else:  # psycopg 3
-            with cur.copy(_COPY_SQL) as copy:
+            with self._waiting(), cur.copy(_COPY_SQL) as copy:
                 copy.write(data)

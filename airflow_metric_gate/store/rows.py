@@ -13,6 +13,7 @@ __all__ = [
     "RunRow",
     "ValueRow",
     "WindowRun",
+    "Written",
 ]
 
 #: Provenance keys that have their own ``runs`` column; any other key goes to ``runs.provenance``.
@@ -40,6 +41,17 @@ class RunRow:
     #: What each declaration's night was, by ``json.dumps([metric_key, steps_key, constraint_key])``,
     #: written with the status (see :meth:`MetricStore.set_status`); empty until evaluated.
     outcomes: dict = field(default_factory=dict)
+    #: Which write of this run id the stored values are (1 for the first; each write adds one).
+    #: Read from the store; ignored when writing.
+    write_version: int = 0
+
+
+@dataclass(frozen=True)
+class Written:
+    """What :meth:`MetricStore.write_night` stored: how many values, and which write of the run id it was."""
+
+    rows: int
+    write_version: int
 
 
 @dataclass(frozen=True)

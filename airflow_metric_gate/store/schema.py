@@ -85,9 +85,14 @@ _V3 = ["CREATE INDEX IF NOT EXISTS runs_series_date_idx ON runs (series, backend
 # level shifts and drifts, and the cause of an untrusted night), as JSON written with the status.
 _V4 = ["ALTER TABLE runs ADD COLUMN outcomes {json}"]
 
+# Version 5: which write of a run id its values are (one more each time the run is written again),
+# so that a verdict is kept only for the values it judged (two writers of one night never leave one
+# writer's values with the other's status: see ``MetricStore.set_status``).
+_V5 = ["ALTER TABLE runs ADD COLUMN write_version INTEGER NOT NULL DEFAULT 0"]
+
 #: Every migration in order; version N is MIGRATIONS[N - 1]: statements for both dialects, or a
 #: dialect -> statements mapping where they differ.
-MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2, _V3, _V4]
+MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2, _V3, _V4, _V5]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -121,7 +121,7 @@ def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:
 #: The columns of ``runs`` that :class:`~airflow_metric_gate.store.rows.RunRow` is read from, in its order.
 RUN_COLUMNS = (
     "run_id, series, backend, suite, role, status, logical_date, provenance, declarations, "
-    "selection_errors, status_reason, rebaseline, outcomes"
+    "selection_errors, status_reason, rebaseline, outcomes, write_version"
 )
 
 

@@ -26,6 +26,20 @@ DEFAULT_CONNECT_TIMEOUT = 10
 #: about a second; the margin is for far larger runs, busy servers and schema migrations).
 DEFAULT_STATEMENT_TIMEOUT = "300s"
 DEFAULT_STATEMENT_TIMEOUT_MS = 300_000
+#: Longest wait for a lock (a row of the same run being written by another writer; a schema upgrade).
+DEFAULT_LOCK_TIMEOUT = "60s"
+DEFAULT_LOCK_TIMEOUT_MS = 60_000
+#: Longest a transaction may sit idle on the server waiting for the client's next statement; past
+#: it the server ends the session and its locks go (a client whose connection went silent).
+DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT = "60s"
+DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 60_000
+#: How much longer than ``statement_timeout`` the client itself waits for the answer to one statement
+#: before it cuts the connection (the server's own cancel has this long to arrive).
+CLIENT_TIMEOUT_MARGIN_MS = 30_000
+#: TCP keepalives and user timeout set on every connection unless the URL says otherwise: a peer that
+#: vanished (a lost network, a host gone) is noticed after about a minute, idle or not.
+DEFAULT_KEEPALIVES = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3",
+                      "tcp_user_timeout": "60000"}
 #: Seconds the embedded store waits for another writer's lock.
 DEFAULT_SQLITE_TIMEOUT = 30.0
 
@@ -50,12 +64,28 @@ POSTGRES_PARAMETERS = {
     "options": "server settings sent at connection start (-c name=value ...)",
     "target_session_attrs": "one of " + ", ".join(_SESSION_ATTRS),
     "host": "the server's host name or Unix-socket folder, when the URL names none",
+    "lock_timeout": f"longest wait for a lock (default {DEFAULT_LOCK_TIMEOUT}; a duration as statement_timeout; "
+    "0 turns it off)",
+    "idle_in_transaction_session_timeout": "longest a transaction may wait on the server for the client's next "
+    f"statement before the server ends the session and frees its locks (default {DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT}; "
+    "a duration as statement_timeout; 0 turns it off)",
+    "client_timeout": "longest the client waits for the answer to one statement before it cuts the connection "
+    f"(default statement_timeout + {CLIENT_TIMEOUT_MARGIN_MS // 1000}s, none when statement_timeout is 0; "
+    "a duration as statement_timeout; 0 turns it off)",
     "keepalives": "1 (default) or 0: TCP keepalives on the connection",
-    "keepalives_idle": "seconds of silence before the first keepalive",
-    "keepalives_interval": "seconds between unanswered keepalives",
-    "keepalives_count": "unanswered keepalives before the connection counts as lost",
-    "tcp_user_timeout": "milliseconds sent data may stay unacknowledged before the connection counts as lost",
+    "keepalives_idle": "seconds of silence before the first keepalive (default "
+    f"{DEFAULT_KEEPALIVES['keepalives_idle']})",
+    "keepalives_interval": "seconds between unanswered keepalives (default "
+    f"{DEFAULT_KEEPALIVES['keepalives_interval']})",
+    "keepalives_count": "unanswered keepalives before the connection counts as lost (default "
+    f"{DEFAULT_KEEPALIVES['keepalives_count']})",
+    "tcp_user_timeout": "milliseconds sent data may stay unacknowledged before the connection counts as lost "
+    f"(default {DEFAULT_KEEPALIVES['tcp_user_timeout']})",
 }
+
+#: The parameters the store applies itself (per transaction, or in the client), never passed to libpq.
+STORE_SETTINGS = ("connect_timeout", "statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout",
+                  "client_timeout")
 
 #: The query parameters of a ``sqlite:///`` store URL.
 SQLITE_PARAMETERS = {
@@ -154,30 +184,48 @@ def _whole_seconds(name: str, value: Any, where: str) -> int:
 
 @dataclass(frozen=True)
 class Timeouts:
-    """The two limits every store connection has.
+    """The limits every store connection has.
 
     :param connect: seconds to wait for a new connection (0: forever).
     :param statement_ms: milliseconds one statement may run (0: no limit).
+    :param lock_ms: milliseconds a statement may wait for a lock (0: no limit).
+    :param idle_ms: milliseconds a transaction may wait on the server for the client (0: no limit).
+    :param client_ms: milliseconds the client waits for one answer before cutting the connection;
+        ``None``: ``statement_ms`` plus :data:`CLIENT_TIMEOUT_MARGIN_MS` (no limit when that is 0).
     """
 
     connect: int = DEFAULT_CONNECT_TIMEOUT
     statement_ms: int = DEFAULT_STATEMENT_TIMEOUT_MS
+    lock_ms: int = DEFAULT_LOCK_TIMEOUT_MS
+    idle_ms: int = DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS
+    client_ms: int | None = None
+
+    @property
+    def client_wait_ms(self) -> int:
+        """Milliseconds the client waits for the answer to one statement (0: forever)."""
+        if self.client_ms is not None:
+            return self.client_ms
+        return self.statement_ms + CLIENT_TIMEOUT_MARGIN_MS if self.statement_ms else 0
 
     @classmethod
     def read(cls, settings: Mapping[str, Any], where: str) -> Timeouts:
-        """Read ``connect_timeout`` and ``statement_timeout`` from a URL query or connection extras.
+        """Read the timeouts (:data:`STORE_SETTINGS`) from a URL query or connection extras.
 
         :param settings: the query parameters or extras (other keys are ignored here).
         :param where: names the source in error messages.
         :raises StoreInputError: a value is not a valid duration.
         """
         timeouts = cls()
-        connect, statement = timeouts.connect, timeouts.statement_ms
+        connect = timeouts.connect
         if settings.get("connect_timeout") is not None:
             connect = _whole_seconds("connect_timeout", settings["connect_timeout"], where)
-        if settings.get("statement_timeout") is not None:
-            statement = duration_ms("statement_timeout", settings["statement_timeout"], unit="ms", where=where)
-        return cls(connect, statement)
+
+        def ms(name: str, default: int | None) -> int | None:
+            value = settings.get(name)
+            return default if value is None else duration_ms(name, value, unit="ms", where=where)
+
+        return cls(connect, ms("statement_timeout", timeouts.statement_ms), ms("lock_timeout", timeouts.lock_ms),
+                   ms("idle_in_transaction_session_timeout", timeouts.idle_ms), ms("client_timeout", None))
 
     def describe_statement(self) -> str:
         """``statement_timeout=300s`` as a message shows it."""
@@ -264,7 +312,9 @@ def parse_postgres_url(url: str) -> PostgresTarget:
         "password": unquote(password) or None,
         "dbname": unquote(parts.path.lstrip("/")) or None,
     }
-    kwargs.update({k: v for k, v in params.items() if k not in ("connect_timeout", "statement_timeout")})
+    kwargs.update({k: v for k, v in params.items() if k not in STORE_SETTINGS})
+    for name, value in DEFAULT_KEEPALIVES.items():
+        kwargs.setdefault(name, value)
     kwargs["connect_timeout"] = timeouts.connect
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
     return PostgresTarget(kwargs, timeouts, shown, secrets)

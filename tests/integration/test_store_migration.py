@@ -61,3 +61,42 @@ def test_postgres_step_columns_are_bigint(pg_url):
                         "WHERE table_name = 'metric_values' AND column_name IN ('step', 'at_step') "
                         "ORDER BY column_name")
             assert cur.fetchall() == [("at_step", "bigint"), ("step", "bigint")]
+
+
+def _create_at(store, version):
+    """A store as version ``version`` of the package left it."""
+    with store._transaction(schema=False) as cur:
+        now = store._ts(datetime.now(timezone.utc))
+        for v in range(1, version + 1):
+            for statement in migration_statements(v, store.dialect):
+                store._execute(cur, statement)
+            store._execute(cur, f"INSERT INTO {SCHEMA_VERSION_TABLE} (version, upgraded_at) VALUES (%s, %s)", (v, now))
+
+
+@pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
+def test_every_earlier_version_is_upgraded_with_its_runs_statuses_marks_and_values(store_url, version):
+    day = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    with open_store(store_url) as store:
+        _create_at(store, version)
+        with store._transaction(schema=False) as cur:
+            for run_id, status in (("a", "trusted"), ("b", "untrusted")):
+                store._execute(
+                    cur, "INSERT INTO runs (run_id, series, backend, suite, role, status, logical_date, created_at, "
+                    "updated_at, rebaseline, provenance, status_reason) VALUES (%s, 's', 'cuda', 'default', "
+                    "'baseline', %s, %s, %s, %s, %s, %s, %s)",
+                    (run_id, status, *[store._ts(day)] * 3, store._bool(run_id == "a"),
+                     '{"marks": [{"status": "untrusted", "by": "x"}]}' if run_id == "b" else None, f"{status} note"))
+                store._execute(cur, "INSERT INTO metric_values (run_id, metric_key, steps_key, constraint_key, step, "
+                               "value, at_step, ordinal) VALUES (%s, %s, %s, %s, 3, 0.25, 3, 0)", (run_id, *COORD))
+            if version >= 4:
+                store._execute(cur, "UPDATE runs SET outcomes = %s WHERE run_id = 'a'", ('{"k": {"o": "pass"}}',))
+    with open_store(store_url) as store:
+        assert store.upgrade() == (version, SCHEMA_VERSION)
+        a, b = store.get_run("a"), store.get_run("b")
+        assert (a.status, a.status_reason, a.rebaseline) == ("trusted", "trusted note", True)
+        assert (b.status, b.provenance["marks"][0]["status"], b.rebaseline) == ("untrusted", "untrusted", False)
+        assert a.outcomes == ({"k": {"o": "pass"}} if version >= 4 else {})
+        assert (a.write_version, b.write_version) == (0, 0)
+        assert [(v.step, v.value, v.at_step) for v in store.run_values("a")] == [(3, 0.25, 3)]
+        assert store.count("metric_values") == 2
+        assert store.write_night(_run("a", 1), [ValueRow(0, *COORD, 3, 0.5, 3)]).write_version == 1

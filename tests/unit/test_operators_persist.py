@@ -50,6 +50,7 @@ def test_writes_run_and_values_and_returns_compact_identity(db):
         "rows": 3,
         "errors": 1,
         "declarations": 2,
+        "write_version": 1,
         "series": "rl-7b",
         "backend": "cuda",
         "suite": "nightly-8xh100",

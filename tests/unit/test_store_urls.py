@@ -7,6 +7,7 @@ import pytest
 from airflow_metric_gate.store import StoreInputError, open_store, safe_url
 from airflow_metric_gate.store.urls import (
     DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_KEEPALIVES,
     DEFAULT_STATEMENT_TIMEOUT_MS,
     Timeouts,
     parse_postgres_url,
@@ -22,9 +23,11 @@ def test_url_becomes_driver_keywords_with_default_timeouts():
     target = parse_postgres_url(BASE)
     assert target.connect_kwargs == {
         "host": "db.internal", "port": 6543, "user": "metric_gate", "password": PASSWORD, "dbname": "gate",
-        "connect_timeout": DEFAULT_CONNECT_TIMEOUT,
+        "connect_timeout": DEFAULT_CONNECT_TIMEOUT, **DEFAULT_KEEPALIVES,
     }
     assert target.timeouts == Timeouts(DEFAULT_CONNECT_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT_MS)
+    assert (target.timeouts.lock_ms, target.timeouts.idle_ms) == (60_000, 60_000)
+    assert target.timeouts.client_wait_ms == DEFAULT_STATEMENT_TIMEOUT_MS + 30_000
     assert target.shown == "postgresql://metric_gate:***@db.internal:6543/gate"
 
 
@@ -44,6 +47,30 @@ def test_timeouts_come_from_the_query(query, connect, statement_ms):
     assert target.timeouts == Timeouts(connect, statement_ms)
     assert target.connect_kwargs["connect_timeout"] == connect
     assert "statement_timeout" not in target.connect_kwargs
+
+
+@pytest.mark.parametrize(
+    ("query", "lock_ms", "idle_ms", "client_ms"),
+    [
+        ("lock_timeout=5s&idle_in_transaction_session_timeout=2min", 5000, 120_000, 330_000),
+        ("client_timeout=45s", 60_000, 60_000, 45_000),
+        ("statement_timeout=10s", 60_000, 60_000, 40_000),
+        ("statement_timeout=0", 60_000, 60_000, 0),
+        ("lock_timeout=0&idle_in_transaction_session_timeout=0&client_timeout=0", 0, 0, 0),
+    ],
+)
+def test_lock_idle_and_client_timeouts_come_from_the_query_and_never_reach_the_driver(query, lock_ms, idle_ms,
+                                                                                       client_ms):
+    target = parse_postgres_url(f"{BASE}?{query}")
+    assert (target.timeouts.lock_ms, target.timeouts.idle_ms, target.timeouts.client_wait_ms) == (
+        lock_ms, idle_ms, client_ms)
+    assert not {"lock_timeout", "idle_in_transaction_session_timeout", "client_timeout"} & set(target.connect_kwargs)
+
+
+def test_keepalive_defaults_give_way_to_the_url():
+    target = parse_postgres_url(f"{BASE}?keepalives_idle=5&tcp_user_timeout=0")
+    assert (target.connect_kwargs["keepalives_idle"], target.connect_kwargs["tcp_user_timeout"]) == ("5", "0")
+    assert target.connect_kwargs["keepalives_count"] == DEFAULT_KEEPALIVES["keepalives_count"]
 
 
 def test_libpq_parameters_pass_through():
