@@ -6,6 +6,7 @@ base class and the mapping of errors are in :mod:`airflow_metric_gate.operators.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,10 @@ if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
 
 #: DAG run types whose runs feed future baselines when the role is ``auto``; every other run is shadow.
-BASELINE_RUN_TYPES = ("scheduled", "backfill")
+#: A run the training job's Asset event created is a nightly run like a scheduled one.
+BASELINE_RUN_TYPES = ("scheduled", "backfill", "asset_triggered")
+#: The key of an Asset event's extra that names the night the event is about.
+NIGHT_EXTRA = "night"
 
 
 def optional(value: Any) -> Any:
@@ -96,11 +100,40 @@ def _parse_night(night: Any, task_id: str) -> datetime:
     return value.astimezone(timezone.utc)
 
 
+def asset_night(context: Context) -> str | None:
+    """Return the night an Asset event gives this DAG run, if it was created by one.
+
+    A partitioned asset's event gives its partition key (the DAG run's ``partition_key``); any
+    other event gives its extra's ``night`` (the latest event wins when several queued the run).
+
+    :param context: the task context.
+    """
+    dag_run = context.get("dag_run")
+    key = getattr(dag_run, "partition_key", None)
+    if isinstance(key, str) and key.strip():
+        return key.strip()
+    try:
+        events = context.get("triggering_asset_events") or {}
+        found = [e for evs in events.values() for e in evs]
+    except Exception:  # not an asset-triggered run, or no API server to ask
+        return None
+    nights = []
+    for e in found:
+        extra = getattr(e, "extra", None)
+        value = extra.get(NIGHT_EXTRA) if isinstance(extra, Mapping) else None
+        if value is None:
+            value = getattr(e, "partition_key", None)
+        if isinstance(value, str) and value.strip():
+            nights.append((getattr(e, "timestamp", None) or datetime.min.replace(tzinfo=timezone.utc), value.strip()))
+    return max(nights, key=lambda n: n[0])[1] if nights else None
+
+
 def run_night(night: Any, role: str, context: Context, task_id: str) -> datetime:
     """Return the night a run is stored under (its logical date in the store), aware UTC.
 
     The night comes from ``night`` when given (the DAG's ``night`` param), else from the run's
-    logical date.  Runs made by ``airflow dags trigger`` in Airflow 3 have no logical date: a
+    logical date, else, for a run an Asset event created (no logical date), from the event
+    (:func:`asset_night`).  Runs made by ``airflow dags trigger`` in Airflow 3 have no logical date: a
     shadow run is then stored at its ``run_after`` (it feeds no baseline), a baseline run is
     refused, since "now" would sort it after later nights.
 
@@ -116,6 +149,16 @@ def run_night(night: Any, role: str, context: Context, task_id: str) -> datetime
     dag_run = context["dag_run"]
     value = context.get("logical_date") or getattr(dag_run, "logical_date", None)
     if value is None:
+        from_event = asset_night(context)
+        if from_event is not None:
+            return _parse_night(from_event, task_id)
+        run_type = getattr(getattr(dag_run, "run_type", None), "value", getattr(dag_run, "run_type", None))
+        if role == "baseline" and run_type == "asset_triggered":
+            raise AirflowFailException(
+                f"{task_id}: this DAG run was created by an Asset event that names no night: give the event a "
+                f"partition key (a partitioned asset) or an extra {{\"{NIGHT_EXTRA}\": \"YYYY-MM-DD\"}} where the "
+                "training job emits it. Nothing was stored"
+            )
         if role == "baseline":
             dag_id = getattr(context.get("ti"), "dag_id", None) or "<dag_id>"
             raise AirflowFailException(
