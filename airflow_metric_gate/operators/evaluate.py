@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
@@ -135,7 +136,6 @@ class EvaluateGateOperator(MetricGateBaseOperator):
         self.table_rows = table_rows
         self.wait_timeout = wait_timeout
         self.poll_interval = poll_interval
-        self._judged: dict[str, Any] | None = None  # tonight's verdict, for the lineage facets
 
     # -- waiting for earlier nights (a backfill runs many at once) ------------------------------
 
@@ -258,7 +258,7 @@ class EvaluateGateOperator(MetricGateBaseOperator):
         verdict = self._verdict(run)
         ti = context["ti"]
         ti.xcom_push(key="return_value", value=verdict)
-        self._judged = verdict
+        self._remember_lineage(verdict)
 
         shadow = verdict["role"] == "shadow"
         if shadow:
@@ -298,34 +298,43 @@ class EvaluateGateOperator(MetricGateBaseOperator):
 
     # -- OpenLineage (called by the provider's listener after execute, on success or failure) --------
 
+    def _remember_lineage(self, verdict: Mapping[str, Any]) -> None:
+        """Gather what the lineage facets need while the task runs (the provider's listener may run in a
+        forked process that must not reach the store, a connection or XCom); only with the provider installed."""
+        if importlib.util.find_spec("airflow.providers.openlineage") is None:
+            return
+        try:
+            location = self.hook.store_location()
+            declarations: list = []
+            if verdict.get("run_id") and sum(verdict["counts"].values()):
+                with self.hook.get_store() as store:
+                    stored = store.get_run(verdict["run_id"])
+                declarations = list(stored.declarations) if stored is not None else []
+        except Exception as err:  # lineage never fails the task
+            self.log.warning("metric-gate: no lineage for this night (%s)", scrub(str(err)))
+            return
+        self._lineage_input = (dict(verdict), declarations, location)
+
     def _lineage(self) -> Any:
         from airflow.providers.openlineage.extractors import OperatorLineage
 
-        verdict = self._judged
-        if verdict is None:  # failed before judging: nothing was asserted
-            return OperatorLineage()
         from airflow_metric_gate.operators.lineage import operator_lineage
 
-        try:
-            location = self.hook.store_location()
-            with self.hook.get_store() as store:
-                stored = store.get_run(verdict["run_id"])
-            declarations = list(stored.declarations) if stored is not None else []
-        except Exception as err:  # lineage never fails the task
-            self.log.warning("metric-gate: no lineage for this night (%s)", scrub(str(err)))
+        found = getattr(self, "_lineage_input", None)
+        if found is None:  # failed before judging: nothing was asserted
             return OperatorLineage()
-        return operator_lineage(verdict, declarations, location)
+        return operator_lineage(*found)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """Return the lineage of a judged night: the store's values table and one assertion per declaration.
 
-        :param task_instance: the task instance (unused: the verdict is the one this task judged).
+        :param task_instance: the task instance (unused: the facets were gathered while the task ran).
         """
         return self._lineage()
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
         """Return the same lineage when the night failed the task (its assertions say which failed).
 
-        :param task_instance: the task instance.
+        :param task_instance: the task instance (unused).
         """
         return self._lineage()

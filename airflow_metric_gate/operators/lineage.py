@@ -22,18 +22,15 @@ def operator_lineage(verdict: Mapping, declarations: Iterable[Mapping], location
     """
     from airflow.providers.common.compat.openlineage.facet import OutputDataset
     from airflow.providers.openlineage.extractors import OperatorLineage
-    from openlineage.client.facet_v2.data_quality_assertions_dataset import (
-        Assertion,
-        DataQualityAssertionsDatasetFacet,
-    )
+    from openlineage.client.facet_v2 import data_quality_assertions_dataset as dq
 
     namespace, name = store_dataset(**location)
     assertions = [
-        Assertion(assertion=a.assertion, success=a.success, column=a.column, severity=a.severity, name=a.name,
+        dq.Assertion(assertion=a.assertion, success=a.success, column=a.column, severity=a.severity, name=a.name,
                   description=f"every step of {a.name} within its band {a.constraint}", actual=a.actual)
         for a in declaration_assertions(verdict, declarations)
     ]
-    facets = {"dataQualityAssertions": DataQualityAssertionsDatasetFacet(assertions=assertions)}
+    facets = {"dataQualityAssertions": dq.DataQualityAssertionsDatasetFacet(assertions=assertions)}
     return OperatorLineage(outputs=[OutputDataset(namespace=namespace, name=name, facets=facets)])
 
 
