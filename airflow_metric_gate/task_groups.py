@@ -32,10 +32,10 @@ from airflow.sdk.definitions._internal.expandinput import (
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.operators.assets import PublishGatedMetricsOperator
 from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
 from airflow_metric_gate.operators.ingest import IngestRecordOperator
 from airflow_metric_gate.operators.persist import PersistValuesOperator
-from airflow_metric_gate.operators.publish import PublishGatedMetricsOperator
 from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.readiness import DEFAULT_MARKER
 from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
@@ -183,7 +183,7 @@ def metric_gate(
         ``evaluate_gate`` on failure and on success with warnings.
     :param approval: add the ``approve_night`` task after ``evaluate_gate``.
     :param gated_asset: the Asset to emit on a trusted night (e.g.
-        :func:`~airflow_metric_gate.operators.publish.gated_metrics_asset`); ``None``: no event.
+        :func:`~airflow_metric_gate.operators.assets.gated_metrics_asset`); ``None``: no event.
     """
     a = {name: _argument(name, value) for name, value in locals().items()}
     sensor = TrainingOutputSensor(

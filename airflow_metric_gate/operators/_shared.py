@@ -6,7 +6,6 @@ base class and the mapping of errors are in :mod:`airflow_metric_gate.operators.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import date, datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +19,6 @@ if TYPE_CHECKING:
 #: DAG run types whose runs feed future baselines when the role is ``auto``; every other run is shadow.
 #: A run the training job's Asset event created is a nightly run like a scheduled one.
 BASELINE_RUN_TYPES = ("scheduled", "backfill", "asset_triggered")
-#: The key of an Asset event's extra that names the night the event is about.
-NIGHT_EXTRA = "night"
 
 
 def optional(value: Any) -> Any:
@@ -103,29 +100,16 @@ def _parse_night(night: Any, task_id: str) -> datetime:
 def asset_night(context: Context) -> str | None:
     """Return the night an Asset event gives this DAG run, if it was created by one.
 
-    A partitioned asset's event gives its partition key (the DAG run's ``partition_key``); any
-    other event gives its extra's ``night`` (the latest event wins when several queued the run).
-
-    :param context: the task context.
+    :param context: the task context (``triggering_asset_events``, ``dag_run``); see
+        :func:`~airflow_metric_gate.operators.assets.event_night`.
     """
-    dag_run = context.get("dag_run")
-    key = getattr(dag_run, "partition_key", None)
-    if isinstance(key, str) and key.strip():
-        return key.strip()
+    from airflow_metric_gate.operators.assets import event_night
+
     try:
-        events = context.get("triggering_asset_events") or {}
-        found = [e for evs in events.values() for e in evs]
-    except Exception:  # not an asset-triggered run, or no API server to ask
-        return None
-    nights = []
-    for e in found:
-        extra = getattr(e, "extra", None)
-        value = extra.get(NIGHT_EXTRA) if isinstance(extra, Mapping) else None
-        if value is None:
-            value = getattr(e, "partition_key", None)
-        if isinstance(value, str) and value.strip():
-            nights.append((getattr(e, "timestamp", None) or datetime.min.replace(tzinfo=timezone.utc), value.strip()))
-    return max(nights, key=lambda n: n[0])[1] if nights else None
+        events = context.get("triggering_asset_events")
+    except Exception:  # no API server to ask
+        events = None
+    return event_night(events, context.get("dag_run"))
 
 
 def run_night(night: Any, role: str, context: Context, task_id: str) -> datetime:
@@ -156,7 +140,7 @@ def run_night(night: Any, role: str, context: Context, task_id: str) -> datetime
         if role == "baseline" and run_type == "asset_triggered":
             raise AirflowFailException(
                 f"{task_id}: this DAG run was created by an Asset event that names no night: give the event a "
-                f"partition key (a partitioned asset) or an extra {{\"{NIGHT_EXTRA}\": \"YYYY-MM-DD\"}} where the "
+                "partition key (a partitioned asset) or an extra {\"night\": \"YYYY-MM-DD\"} where the "
                 "training job emits it. Nothing was stored"
             )
         if role == "baseline":

@@ -79,10 +79,13 @@ class ApproveNightOperator(HITLOperator, MetricGateBaseOperator):
     def __init__(self, *, evaluate_task_id: str, conn_id: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("subject", "Metric gate: accept, trust or keep untrusted?")
         kwargs.setdefault("trigger_rule", "all_done")
+        kwargs.pop("params", None)  # the DAG's params arrive here too; the form asks only for the reason
+        params = {}
+        params["reason"] = Param("", type="string", minLength=3, maxLength=500,
+                                 description="Why: kept with the mark in the run's provenance")
         super().__init__(
             options=list(OPTIONS),
-            params={"reason": Param("", type="string", minLength=3, maxLength=500,
-                                    description="Why: kept with the mark in the run's provenance")},
+            params=params,
             conn_id=conn_id,
             **kwargs,
         )

@@ -1,4 +1,10 @@
-"""Announce a good night: a "gated metrics" Asset event, emitted only when the night is trusted."""
+"""Assets in and out: the night an Asset event names, and the "gated metrics" event of a trusted night.
+
+In: a gate DAG scheduled on the training job's Asset gets its night from the event (a partitioned
+asset's partition key, or the event's extra ``night``), see :func:`event_night`.  Out:
+:class:`PublishGatedMetricsOperator` emits the series' "gated metrics" Asset event on a trusted
+night, and never on another.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +18,38 @@ from airflow_metric_gate.operators._shared import upstream_value
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
+
+
+#: The key of an Asset event's extra that names the night the event is about.
+NIGHT_EXTRA = "night"
+
+
+def event_night(triggering_asset_events: Any, dag_run: Any = None) -> str | None:
+    """Return the night the Asset events that created a DAG run name (the latest event wins).
+
+    A partitioned asset's run has its ``partition_key``; any other event names its night in its
+    extra's ``night``.  Usable as a template macro (``user_defined_macros={"event_night": event_night}``,
+    then ``"{{ event_night(triggering_asset_events, dag_run) }}"``) to build the record's path.
+
+    :param triggering_asset_events: the context's ``triggering_asset_events`` (asset -> events).
+    :param dag_run: the DAG run (its ``partition_key`` wins when set).
+    """
+    key = getattr(dag_run, "partition_key", None)
+    if isinstance(key, str) and key.strip():
+        return key.strip()
+    try:
+        found = [e for events in (triggering_asset_events or {}).values() for e in events]
+    except Exception:  # not an asset-triggered run, or no API server to ask
+        return None
+    nights = []
+    for e in found:
+        extra = getattr(e, "extra", None)
+        value = extra.get(NIGHT_EXTRA) if isinstance(extra, Mapping) else None
+        if value is None:
+            value = getattr(e, "partition_key", None)
+        if isinstance(value, str) and value.strip():
+            nights.append((str(getattr(e, "timestamp", "") or ""), value.strip()))
+    return max(nights)[1] if nights else None
 
 
 def gated_metrics_asset(series: str, backend: str = "cuda", suite: str = "default") -> Asset:
