@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES, evaluate_value
+from airflow_metric_gate.report import change_text
 from airflow_metric_gate.rules import mad_k
 from airflow_metric_gate.verdict import band_distance
 
@@ -104,7 +105,8 @@ def summary_text(entry: Mapping) -> str:
     """Return one summary entry as the sentence on-call reads first.
 
     ``rollout/raw_reward (steps all): 80 FAIL from step 120 to 199, below the band; worst at step 150:
-    0.61 vs baseline 1.02 (band 0.918..1.12), 33.6% outside``
+    0.61 vs baseline 1.02 (change -40%; band 0.918..1.12)``: the same "by how much" as the task log
+    (the change of the worst step against its baseline)
 
     :param entry: one entry of the verdict's ``summary``.
     """
@@ -123,7 +125,7 @@ def summary_text(entry: Mapping) -> str:
             step = worst["at_step"] if worst.get("at_step") is not None else worst["step"]
             text += (
                 f"; worst at step {step}: {_num(worst['current'])} vs baseline {_num(worst['ref'])} "
-                f"(band {_num(worst['lo'])}..{_num(worst['hi'])}), {worst['distance'] * 100:.3g}% outside"
+                f"(change {change_text(worst['current'], worst['ref'])}; band {_num(worst['lo'])}..{_num(worst['hi'])})"
             )
         night = entry.get("night")  # the whole night's FAIL (opt-in night_mean_k)
         if night:

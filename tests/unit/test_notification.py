@@ -37,7 +37,7 @@ def test_a_failure_notice_has_the_regressed_lines_counts_shifts_drift_who_and_th
     assert notice.subject == "metric-gate BLOCKED: rl-7b (cuda, nightly-8xh100) night 2026-11-03"
     lines = notice.lines
     assert lines[0].startswith('REGRESSED rollout/raw_reward (steps "all"): 1 of 2 steps FAIL, step 1, below band')
-    assert "0.4 vs baseline 0.8 (-50%; band 0.64..0.96)" in lines[0]
+    assert "0.4 vs baseline 0.8 (change -50%; band 0.64..0.96)" in lines[0]
     assert 'LEVEL SHIFT rollout/raw_reward (steps "all") (continues): -50.0 % since 2026-11-02' in lines[1]
     assert lines[2] == ('DRIFT train/grad_norm (steps "all"): +12.0 % since 2026-10-20T00:00:00+00:00 '
                         "(+1.0 % a night, above)")
