@@ -243,3 +243,69 @@ def step_band(current_by_step: Mapping[int, float], values_by_step: Mapping[int,
         if r.ref is not None and r.lo is not None and r.hi is not None:
             out[step] = (r.ref, r.lo, r.hi)
     return out
+
+
+#: The night outcomes that need attention, worst first (``runs.outcomes``: the reference policy's
+#: ``fail``/``error``, the calibrated policy's ``shift`` and ``drift`` too).
+ATTENTION_OUTCOMES = ("error", "fail", "shift", "drift", "drift-continues", "blowup")
+
+
+def outcome_key(metric_key: str, steps_key: str, constraint_key: str) -> str:
+    """Return the key of a declaration in a run's ``outcomes`` (as the store writes it).
+
+    :param metric_key: the metric.
+    :param steps_key: the steps key.
+    :param constraint_key: the constraint key.
+    """
+    return json.dumps([metric_key, steps_key, constraint_key])
+
+
+def night_outcome(run: Any, key: tuple[str, str, str]) -> str:
+    """Return how one declaration's night went: its stored outcome, else the run's status.
+
+    :param run: a store run (``outcomes``, ``status``).
+    :param key: the declaration.
+    """
+    found = (getattr(run, "outcomes", None) or {}).get(outcome_key(*key))
+    if isinstance(found, Mapping) and isinstance(found.get("o"), str):
+        return found["o"]
+    return {"pending": "pending"}.get(run.status, "none")
+
+
+def overview_grid(runs: Sequence[Any], declarations: Sequence[Mapping]) -> list[tuple[Any, list[str]]]:
+    """Return the series overview: one row per night (newest first), one outcome per declaration.
+
+    :param runs: the page's runs, newest first.
+    :param declarations: the columns (the newest run's declarations).
+    """
+    keys = [(d["metric_key"], d["steps_key"], d["constraint_key"]) for d in declarations]
+    return [(run, [night_outcome(run, key) for key in keys]) for run in runs]
+
+
+def regressed_declaration(runs: Sequence[Any], declarations: Sequence[Mapping]) -> tuple[Any, dict] | None:
+    """Return the newest night with a declaration that needs attention, and that declaration (worst outcome).
+
+    :param runs: runs, newest first.
+    :param declarations: the declarations to look at.
+    """
+    rank = {o: i for i, o in enumerate(ATTENTION_OUTCOMES)}
+    for run in runs:
+        worst = None
+        for d in declarations:
+            outcome = night_outcome(run, (d["metric_key"], d["steps_key"], d["constraint_key"]))
+            if outcome in rank and (worst is None or rank[outcome] < worst[0]):
+                worst = (rank[outcome], dict(d))
+        if worst is not None:
+            return run, worst[1]
+    return None
+
+
+def worst_step(current_by_step: Mapping[int, float], bands: Mapping[int, tuple[float, float, float]]) -> int | None:
+    """Return the step farthest outside its band (``None`` when every step is inside).
+
+    :param current_by_step: the night's value of each step.
+    :param bands: ``{step: (ref, lo, hi)}`` (:func:`step_band`).
+    """
+    distances = {s: band_distance(v, *bands[s]) for s, v in current_by_step.items() if s in bands}
+    distances = {s: d for s, d in distances.items() if d > 0}
+    return max(distances, key=distances.__getitem__) if distances else None
