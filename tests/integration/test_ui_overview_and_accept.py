@@ -51,7 +51,8 @@ def test_a_mark_from_the_command_line_shows_who_when_and_why_and_keeps_the_count
     capsys.readouterr()
     page = ui.get(f"/series?{SERIES_Q}", headers=as_user("viewer")).text
     row = next(r for r in page.split("<tr") if "<code>n5</code>" in r)
-    assert re.search(r"marked trusted by carol at 20\d\d-\d\d-\d\d \d\d:\d\d UTC: eval set rerun", unescape(row))
+    assert re.search(r"marked trusted by carol at 20\d\d-\d\d-\d\d \d\d:\d\d UTC: eval set rerun</td>", unescape(row))
+    assert "<td>trusted</td><td>0</td><td>2</td><td>0</td><td>0</td>" in row  # the night's counts: 2 FAIL
 
 
 def _with_shift(monkeypatch, verdict):
