@@ -16,7 +16,7 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["metric-gate"],
-):
+) as dag:
 
     @task
     def promote(*, triggering_asset_events=None) -> dict:

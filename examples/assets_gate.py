@@ -33,7 +33,7 @@ with DAG(
     params={"record_root": Param("/data/training/nightly", type="string")},
     user_defined_macros={"event_night": event_night},
     tags=["metric-gate"],
-):
+) as dag:
     metric_gate(
         series="rl-7b",
         suite="nightly-8xh100",

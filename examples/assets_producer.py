@@ -27,12 +27,12 @@ with DAG(
         "reward": Param(0.8, type="number"),
     },
     tags=["metric-gate"],
-):
+) as dag:
 
     @task(outlets=[TRAINING_OUTPUT])
     def write_metrics(record_root: str, night: str, reward: float, *, outlet_events=None) -> str:
         """Write the night's metrics (one JSON line per metric, then _SUCCESS) and name the night in the event."""
-        folder = Path(record_root) / night
+        folder, reward = Path(record_root) / night, float(reward)  # a rendered template is text
         folder.mkdir(parents=True, exist_ok=True)
         lines = [{"metric": "rollout/raw_reward", "series": [[0, reward], [1, reward]]},
                  {"metric": "train/grad_norm", "series": [[0, 1.0], [1, 1.0]]}]
