@@ -77,3 +77,15 @@ def test_the_tab_url_follows_the_airflow_ui_routes():
         "http://h/dags/d/runs/scheduled__2026-11-03T00%3A00%3A00%2B00%3A00/tasks/g.evaluate_gate/plugin/metric-gate-task"
     )
     assert metric_gate_tab_url("d", "r", "t", 2, base="http://h").endswith("/tasks/t/mapped/2/plugin/metric-gate-task")
+
+
+def test_the_evaluate_tasks_extra_link_opens_its_metric_gate_tab(monkeypatch):
+    from types import SimpleNamespace
+
+    from airflow_metric_gate.operators.links import MetricGateTabLink
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", "https://airflow.example/")
+    key = SimpleNamespace(dag_id="nightly", run_id="scheduled__1", task_id="metric_gate.evaluate_gate", map_index=3)
+    assert MetricGateTabLink().get_link(None, ti_key=key) == (
+        "https://airflow.example/dags/nightly/runs/scheduled__1/tasks/metric_gate.evaluate_gate/mapped/3/plugin/"
+        "metric-gate-task")
