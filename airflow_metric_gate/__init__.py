@@ -72,6 +72,8 @@ def get_provider_info() -> dict:
     The store's connection type ``metric_gate`` (form fields and the UI's Test button) belongs to
     :class:`~airflow_metric_gate.hooks.metric_store.MetricStoreHook`; ordinary ``postgres``
     connections keep working.  Its default id is the ``[metric_gate] conn_id`` option declared below.
+    ``notifications`` lists the Slack and email notifiers, ``extra-links`` the evaluate task's
+    "Metric gate" link, ``plugins`` the UI plugin (also registered by its ``airflow.plugins`` entry point).
     """
     from airflow_metric_gate.hooks import CONNECTION_TYPE  # Airflow-free: the form's description
 
@@ -114,6 +116,14 @@ def get_provider_info() -> dict:
             }
         ],
         "connection-types": [CONNECTION_TYPE],
+        "notifications": [
+            "airflow_metric_gate.notifications.slack.MetricGateSlackNotifier",
+            "airflow_metric_gate.notifications.smtp.MetricGateEmailNotifier",
+        ],
+        "extra-links": ["airflow_metric_gate.operators.links.MetricGateTabLink"],
+        "plugins": [
+            {"name": "metric_gate", "plugin-class": "airflow_metric_gate.plugins.metric_gate.MetricGatePlugin"},
+        ],
         "config": {
             "metric_gate": {
                 "description": "Defaults of the metric gate operators.",

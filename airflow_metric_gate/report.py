@@ -17,6 +17,7 @@ from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, DISTANCE_TINY, Decl
 __all__ = [
     "DEFAULT_TABLE_ROWS",
     "Report",
+    "change_text",
     "format_columns",
     "render_report",
     "render_table",
@@ -70,6 +71,17 @@ def format_columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list
     return ["  ".join([*(c.ljust(w) for c, w in zip(row, widths)), row[-1]]).rstrip() for row in (header, *rows)]
 
 
+def change_text(current: float, ref: float) -> str:
+    """Return the "by how much" of a failing value: its change against the baseline (the measure every view names).
+
+    In percent of ``|ref|`` (``-43%``), or as a difference when ``ref`` is 0 (``+0.3``).
+
+    :param current: the value.
+    :param ref: the baseline reference.
+    """
+    return _change(current, ref)
+
+
 def _change(current: float, ref: float) -> str:
     """How far ``current`` is from ``ref``: in percent of ``|ref|``, or as a difference when ``ref`` is 0."""
     if abs(ref) < DISTANCE_TINY:
@@ -85,7 +97,7 @@ def summary_entry_line(entry: Mapping) -> str:
     """Return one ``summary`` entry as the line that opens the report, e.g.::
 
         REGRESSED rollout/raw_reward (steps "all"): 80 of 120 steps FAIL, steps 120..199, below band,
-        worst step 150: 0.41 vs baseline 0.8 (-49%; band 0.64..0.96)
+        worst step 150: 0.41 vs baseline 0.8 (change -49%; band 0.64..0.96)
 
     (one line), or ``ERROR <metric> (steps <steps>): <reason>`` for a declaration that could not select.
     A declaration of ``severity: warn`` opens with ``WARNING`` instead (``WARNING ERROR`` for an ERROR).
@@ -111,7 +123,7 @@ def summary_entry_line(entry: Mapping) -> str:
         at = worst["at_step"] if worst["at_step"] is not None else worst["step"]
         parts.append(
             f"worst step {'last' if at is None or at == -1 else at}: {_num(worst['current'])} vs baseline "
-            f"{_num(worst['ref'])} ({_change(worst['current'], worst['ref'])}; "
+            f"{_num(worst['ref'])} (change {_change(worst['current'], worst['ref'])}; "
             f"band {_num(worst['lo'])}..{_num(worst['hi'])})"
         )
     if night is not None:

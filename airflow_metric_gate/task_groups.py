@@ -32,6 +32,7 @@ from airflow.sdk.definitions._internal.expandinput import (
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.operators.assets import PublishGatedMetricsOperator
 from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
 from airflow_metric_gate.operators.ingest import IngestRecordOperator
 from airflow_metric_gate.operators.persist import PersistValuesOperator
@@ -45,7 +46,7 @@ DEFAULT_SENSOR_TIMEOUT = timedelta(hours=8).total_seconds()
 
 # Arguments the operators take as plain Python values (not templated): one value for the whole
 # group, so under .expand()/.expand_kwargs() they belong in .partial().
-_FIXED = ("gates", "enforce", "deferrable", "poke_interval", "timeout")
+_FIXED = ("gates", "enforce", "deferrable", "poke_interval", "timeout", "notifiers", "approval", "gated_asset")
 
 
 @attrs.define(kw_only=True)
@@ -129,6 +130,9 @@ def metric_gate(
     poke_interval: float = DEFAULT_POKE_INTERVAL,
     timeout: float = DEFAULT_SENSOR_TIMEOUT,
     policy: str | None = None,
+    notifiers: Sequence[Any] | None = None,
+    approval: bool = False,
+    gated_asset: Any = None,
 ) -> None:
     """Gate one series identity's night: wait for its record, ingest, select, persist, evaluate.
 
@@ -142,7 +146,14 @@ def metric_gate(
     ``role``, ``night``, ``conn_id``, ``storage_conn_id``, ``marker``, ``format``, ``policy``.  The same for
     every series
     (give them to ``partial()``): ``gates``, ``enforce``, ``deferrable``, ``poke_interval``,
-    ``timeout``.
+    ``timeout``, ``notifiers``, ``approval``, ``gated_asset``.
+
+    With ``notifiers``, ``evaluate_gate`` tells on-call: on failure, and on success when the night
+    has warnings (``severity: warn``, a level shift, a drift, an untrusted night not enforced).
+    With ``approval=True`` an ``approve_night`` task
+    (:class:`~airflow_metric_gate.operators.approve.ApproveNightOperator`) follows, asking on-call
+    to accept the new level, trust the night or keep it untrusted.  With ``gated_asset`` a
+    ``publish_gated_metrics`` task emits that Asset's event on each trusted night.
 
     :param series: the training series (with ``backend`` and ``suite``, the series identity whose
         history the night is judged against).
@@ -167,6 +178,12 @@ def metric_gate(
     :param timeout: seconds to wait for the record before ``wait_for_record`` fails.
     :param policy: ``reference`` or ``calibrated`` (recommended) for the declarations that set no
         policy of their own, nor their gates file; ``None``: ``reference``.
+    :param notifiers: notifiers (``BaseNotifier``, e.g.
+        :class:`~airflow_metric_gate.notifications.slack.MetricGateSlackNotifier`) called by
+        ``evaluate_gate`` on failure and on success with warnings.
+    :param approval: add the ``approve_night`` task after ``evaluate_gate``.
+    :param gated_asset: the Asset to emit on a trusted night (e.g.
+        :func:`~airflow_metric_gate.operators.assets.gated_metrics_asset`); ``None``: no event.
     """
     a = {name: _argument(name, value) for name, value in locals().items()}
     sensor = TrainingOutputSensor(
@@ -200,7 +217,20 @@ def metric_gate(
         night=a["night"],
         conn_id=a["conn_id"],
     )
-    EvaluateGateOperator(task_id="evaluate_gate", run=persist.output, conn_id=a["conn_id"], enforce=a["enforce"])
+    callbacks = list(a["notifiers"] or ())
+    evaluate = EvaluateGateOperator(
+        task_id="evaluate_gate", run=persist.output, conn_id=a["conn_id"], enforce=a["enforce"],
+        on_failure_callback=callbacks or None, on_success_callback=callbacks or None,
+    )
+    if a["approval"]:
+        from airflow_metric_gate.operators.approve import ApproveNightOperator
+
+        evaluate >> ApproveNightOperator(
+            task_id="approve_night", evaluate_task_id=evaluate.task_id, conn_id=a["conn_id"]
+        )
+    if a["gated_asset"] is not None:
+        PublishGatedMetricsOperator(task_id="publish_gated_metrics", verdict=evaluate.output,
+                                    outlets=[a["gated_asset"]])
 
 
 # Each parameter's default (None for the required series and path, which a task then rejects).

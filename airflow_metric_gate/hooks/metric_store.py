@@ -163,6 +163,21 @@ class MetricStoreHook(BaseHook):
             f"{CONN_TYPE} or postgres connection (or sqlite for local trials)"
         )
 
+    def store_location(self) -> dict[str, Any]:
+        """Where the store is, for data lineage: ``dialect``, ``database``, ``host``, ``port`` (no login, no password).
+
+        :raises StoreInputError: the connection is not defined.
+        """
+        connection = self._connection()
+        conn_type = (connection.conn_type or "").lower().replace("-", "_")
+        extra = _extra(connection)
+        if conn_type == "sqlite" or (conn_type == CONN_TYPE and extra.get("sqlite_path") is not None):
+            path = extra.get("sqlite_path") or connection.host or connection.schema
+            return {"dialect": "sqlite", "database": str(path)}
+        host = connection.host or extra.get("host")
+        return {"dialect": "postgres", "database": connection.schema or extra.get("dbname") or "postgres",
+                "host": host, "port": connection.port or extra.get("port")}
+
     def _metric_gate_store(self, connection: Any) -> MetricStore:
         conn_id = self.metric_gate_conn_id
         extra = _extra(connection)

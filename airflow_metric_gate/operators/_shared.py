@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     from airflow.sdk import BaseOperator, Context
 
 #: DAG run types whose runs feed future baselines when the role is ``auto``; every other run is shadow.
-BASELINE_RUN_TYPES = ("scheduled", "backfill")
+#: A run the training job's Asset event created is a nightly run like a scheduled one.
+BASELINE_RUN_TYPES = ("scheduled", "backfill", "asset_triggered")
 
 
 def optional(value: Any) -> Any:
@@ -96,11 +97,27 @@ def _parse_night(night: Any, task_id: str) -> datetime:
     return value.astimezone(timezone.utc)
 
 
+def asset_night(context: Context) -> str | None:
+    """Return the night an Asset event gives this DAG run, if it was created by one.
+
+    :param context: the task context (``triggering_asset_events``, ``dag_run``); see
+        :func:`~airflow_metric_gate.operators.assets.event_night`.
+    """
+    from airflow_metric_gate.operators.assets import event_night
+
+    try:
+        events = context.get("triggering_asset_events")
+    except Exception:  # no API server to ask
+        events = None
+    return event_night(events, context.get("dag_run"))
+
+
 def run_night(night: Any, role: str, context: Context, task_id: str) -> datetime:
     """Return the night a run is stored under (its logical date in the store), aware UTC.
 
     The night comes from ``night`` when given (the DAG's ``night`` param), else from the run's
-    logical date.  Runs made by ``airflow dags trigger`` in Airflow 3 have no logical date: a
+    logical date, else, for a run an Asset event created (no logical date), from the event
+    (:func:`asset_night`).  Runs made by ``airflow dags trigger`` in Airflow 3 have no logical date: a
     shadow run is then stored at its ``run_after`` (it feeds no baseline), a baseline run is
     refused, since "now" would sort it after later nights.
 
@@ -116,6 +133,16 @@ def run_night(night: Any, role: str, context: Context, task_id: str) -> datetime
     dag_run = context["dag_run"]
     value = context.get("logical_date") or getattr(dag_run, "logical_date", None)
     if value is None:
+        from_event = asset_night(context)
+        if from_event is not None:
+            return _parse_night(from_event, task_id)
+        run_type = getattr(getattr(dag_run, "run_type", None), "value", getattr(dag_run, "run_type", None))
+        if role == "baseline" and run_type == "asset_triggered":
+            raise AirflowFailException(
+                f"{task_id}: this DAG run was created by an Asset event that names no night: give the event a "
+                "partition key (a partitioned asset) or an extra {\"night\": \"YYYY-MM-DD\"} where the "
+                "training job emits it. Nothing was stored"
+            )
         if role == "baseline":
             dag_id = getattr(context.get("ti"), "dag_id", None) or "<dag_id>"
             raise AirflowFailException(

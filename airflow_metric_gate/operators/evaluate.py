@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
@@ -15,9 +16,11 @@ from airflow_metric_gate.enums import Aggregate
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.operators.base import MetricGateBaseOperator
+from airflow_metric_gate.operators.links import MetricGateTabLink
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, describe_runs, empty_verdict, evaluate
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report, show_command
+from airflow_metric_gate.store.urls import scrub
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, XCOM_MAX_BYTES
 
 if TYPE_CHECKING:
@@ -72,6 +75,11 @@ class EvaluateGateOperator(MetricGateBaseOperator):
     task; its log says so in one line before everything else, with how to make the run a baseline
     run.  Store outages raise a retryable error.
 
+    The task has the extra link "Metric gate" (its verdict in the UI), and reports OpenLineage
+    facets when the OpenLineage provider is installed (extra ``openlineage``): the store's
+    ``metric_values`` table as its output dataset, with a ``dataQualityAssertions`` facet holding
+    one assertion per declaration, on completion and on failure alike.
+
     A night is judged only once no earlier night of its history window is still ``pending`` (an
     Airflow backfill runs many nights at once), nor an earlier DAG run of the same DAG that could
     still add one is running.  Until then the task defers (``TimeDeltaTrigger``: no worker slot is
@@ -99,6 +107,7 @@ class EvaluateGateOperator(MetricGateBaseOperator):
 
     template_fields: Sequence[str] = ("run", "conn_id", "wait_timeout")
     ui_color = "#f0e0dc"
+    operator_extra_links = (MetricGateTabLink(),)
 
     def __init__(
         self,
@@ -249,6 +258,7 @@ class EvaluateGateOperator(MetricGateBaseOperator):
         verdict = self._verdict(run)
         ti = context["ti"]
         ti.xcom_push(key="return_value", value=verdict)
+        self._remember_lineage(verdict)
 
         shadow = verdict["role"] == "shadow"
         if shadow:
@@ -285,3 +295,46 @@ class EvaluateGateOperator(MetricGateBaseOperator):
             + f". Full verdict: {_xcom_location(ti)}"
             + f"; store run {verdict['run_id']}."
         )
+
+    # -- OpenLineage (called by the provider's listener after execute, on success or failure) --------
+
+    def _remember_lineage(self, verdict: Mapping[str, Any]) -> None:
+        """Gather what the lineage facets need while the task runs (the provider's listener may run in a
+        forked process that must not reach the store, a connection or XCom); only with the provider installed."""
+        if importlib.util.find_spec("airflow.providers.openlineage") is None:
+            return
+        try:
+            location = self.hook.store_location()
+            declarations: list = []
+            if verdict.get("run_id") and sum(verdict["counts"].values()):
+                with self.hook.get_store() as store:
+                    stored = store.get_run(verdict["run_id"])
+                declarations = list(stored.declarations) if stored is not None else []
+        except Exception as err:  # lineage never fails the task
+            self.log.warning("metric-gate: no lineage for this night (%s)", scrub(str(err)))
+            return
+        self._lineage_input = (dict(verdict), declarations, location)
+
+    def _lineage(self) -> Any:
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from airflow_metric_gate.operators.lineage import operator_lineage
+
+        found = getattr(self, "_lineage_input", None)
+        if found is None:  # failed before judging: nothing was asserted
+            return OperatorLineage()
+        return operator_lineage(*found)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """Return the lineage of a judged night: the store's values table and one assertion per declaration.
+
+        :param task_instance: the task instance (unused: the facets were gathered while the task ran).
+        """
+        return self._lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """Return the same lineage when the night failed the task (its assertions say which failed).
+
+        :param task_instance: the task instance (unused).
+        """
+        return self._lineage()

@@ -5,7 +5,9 @@ Routes (all relative to the prefix, all behind Airflow's authentication and DAG 
 * ``GET /`` the series the user may read (the navigation entry);
 * ``GET /series`` the runs of one series identity, and the history chart of a chosen coordinate;
 * ``GET /task`` the verdict of an ``EvaluateGateOperator`` task instance, with its charts;
-* ``POST /mark`` mark a run trusted or untrusted (edit permission on its DAG, a reason, a form token).
+* ``POST /mark`` mark a run trusted or untrusted (edit permission on its DAG, a reason, a form token);
+* ``POST /accept`` accept a series' new level from a reported level shift's first night, through
+  :func:`~airflow_metric_gate.accept.accept_level` (edit permission, a reason, a form token).
 
 Each handler loads its input with a marshmallow schema, reads a bounded amount through the store's
 indexes, and renders HTML with :mod:`airflow_metric_gate.plugins.pages`.
@@ -25,15 +27,19 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from marshmallow import Schema, ValidationError, fields, validate
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from airflow_metric_gate.accept import accept_level
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, FAIL
 from airflow_metric_gate.plugins import auth
 from airflow_metric_gate.plugins.charts import coordinate_chart, steps_chart
 from airflow_metric_gate.plugins.data import (
     history_points,
+    overview_grid,
+    regressed_declaration,
     step_band,
     steps_label,
     verdict_summary,
     worst_failures,
+    worst_step,
 )
 from airflow_metric_gate.plugins.metadata import EVALUATE_OPERATOR, open_ui_store, task_verdict
 from airflow_metric_gate.plugins.pages import (
@@ -41,22 +47,25 @@ from airflow_metric_gate.plugins.pages import (
     DeclarationView,
     MarkForm,
     Picker,
+    accept_form,
     index_page,
     mark_form,
     mark_target,
     message_page,
+    overview_table,
     series_link,
     series_page,
     task_page,
 )
 from airflow_metric_gate.schemas.ui import (
     MAX_MAP_INDEX,
+    AcceptFormSchema,
     MapIndex,
     MarkFormSchema,
     SeriesQuerySchema,
     TaskQuerySchema,
 )
-from airflow_metric_gate.store import StoreError, StoreUnavailable
+from airflow_metric_gate.store import StoreError, StoreInputError, StoreUnavailable
 from airflow_metric_gate.verdict import VERDICT_SCHEMA
 
 #: At most this many failing coordinates of one declaration get a history chart on the task page.
@@ -204,14 +213,35 @@ def create_app() -> FastAPI:
             picker = Picker(declarations=list(newest.declarations) if newest else [], nights=q["nights"])
             chart = ""
             chosen = (q["metric_key"], q["steps_key"], q["constraint_key"])
+            night = newest  # the night whose steps the picker offers
+            default_step = None
             if q["metric_key"] is None and picker.declarations:
-                first = picker.declarations[0]
+                # open on what needs attention: the newest night's regressed declaration, at its worst step
+                found = regressed_declaration(runs if q["page"] == 1 else [], picker.declarations)
+                first = found[1] if found else picker.declarations[0]
                 chosen = (first["metric_key"], first["steps_key"], first["constraint_key"])
-            if newest is not None and chosen[0] is not None:
+                if found:
+                    night = found[0]
+                    values = {v.step: v.value for v in store.declaration_values(night.run_id, *chosen)}
+                    gate = next((d for d in night.declarations if
+                                 (d["metric_key"], d["steps_key"], d["constraint_key"]) == chosen), None) \
+                        if night.declarations else None
+                    if gate is None:
+                        full = store.get_run(night.run_id)
+                        gate = next((d for d in (full.declarations if full else []) if
+                                     (d["metric_key"], d["steps_key"], d["constraint_key"]) == chosen), None)
+                    if gate is not None and "constraint" in gate:
+                        bands = step_band(values, store.declaration_baselines(night.run_id, *chosen,
+                                                                              DEFAULT_HISTORY_LIMIT), gate)
+                        default_step = worst_step(values, bands)
+            if night is not None and chosen[0] is not None:
                 picker.metric_key, picker.steps_key, picker.constraint_key = chosen
-                steps = [v.step for v in store.declaration_values(newest.run_id, *chosen, limit=MAX_PICKER_STEPS)]
+                steps = [v.step for v in store.declaration_values(night.run_id, *chosen, limit=MAX_PICKER_STEPS)]
                 picker.steps = steps
-                picker.step = q["step"] if q["step"] in steps else (steps[0] if steps else None)
+                if q["step"] in steps:
+                    picker.step = q["step"]
+                else:
+                    picker.step = default_step if default_step in steps else (steps[0] if steps else None)
                 if picker.step is not None:
                     rows = store.coordinate_history(
                         *identity, metric_key=chosen[0], steps_key=chosen[1], constraint_key=chosen[2],
@@ -225,8 +255,11 @@ def create_app() -> FastAPI:
             for r in runs
             if r.provenance.get("dag_id") in editable
         }
+        overview = overview_table(identity, overview_grid(runs, picker.declarations), picker.declarations,
+                                  q["nights"])
         page_html = series_page(
-            identity, runs, page_number=q["page"], has_next=has_next, picker=picker, chart=chart, mark_forms=forms
+            identity, runs, page_number=q["page"], has_next=has_next, picker=picker, chart=chart, mark_forms=forms,
+            overview=overview,
         )
         return _html(page_html)
 
@@ -261,7 +294,7 @@ def create_app() -> FastAPI:
                 series_href = series_link(run.series, run.backend, run.suite)
                 gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
             for entry in summary:
-                view = DeclarationView(entry=entry)
+                view = DeclarationView(entry=entry, series_href=series_href)
                 views.append(view)
                 if run is None or not entry["counts"].get(FAIL):
                     continue
@@ -294,10 +327,21 @@ def create_app() -> FastAPI:
                         "The band of a failing step is the one the verdict used; other steps show the band the "
                         f"declaration judges them with over the {DEFAULT_HISTORY_LIMIT} latest trusted baseline runs."
                     )
+            accept = ""
             if run is not None and auth.is_authorized(user, run.provenance.get("dag_id") or q["dag_id"], "PUT"):
                 token = auth.form_token(user, run, mark_target(run))
                 mark = mark_form(run, MarkForm(token, "task?" + request.url.query))
-        return _html(task_page(verdict, views, summary_from_verdict=from_verdict, series_href=series_href, mark=mark))
+                shift = next((x for x in verdict.get("level_shifts") or () if isinstance(x, Mapping)
+                              and not x.get("adopted") and x.get("since_run_id")), None)
+                if shift is not None:
+                    since = str(shift["since_run_id"])
+                    change = shift.get("change")
+                    shown = f"{change * 100:+.1f} % since {str(shift.get('since'))[:10]}" \
+                        if isinstance(change, (int, float)) else ""
+                    accept = accept_form(run, since, MarkForm(auth.form_token(user, run, _accept_action(since)),
+                                                             "task?" + request.url.query), shown)
+        return _html(task_page(verdict, views, summary_from_verdict=from_verdict, series_href=series_href, mark=mark,
+                               accept=accept))
 
     @app.post("/mark", openapi_extra=_form_body_schema(MarkFormSchema()))
     async def mark(request: Request, user: auth.User) -> RedirectResponse:
@@ -316,4 +360,27 @@ def create_app() -> FastAPI:
             )
         return RedirectResponse(form["next"], status_code=303)
 
+    @app.post("/accept", openapi_extra=_form_body_schema(AcceptFormSchema()))
+    async def accept(request: Request, user: auth.User) -> RedirectResponse:
+        body = await _form_body(request)
+        form = _load(AcceptFormSchema(), dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)))
+        with open_ui_store() as store:
+            run = store.get_run(form["run_id"])
+            dag_id = run.provenance.get("dag_id") if run is not None else None
+            if run is None or not auth.is_authorized(user, dag_id, "GET"):  # unknown and unreadable alike
+                raise HTTPException(404, f"no store run {form['run_id']} that you may read")
+            auth.require(user, dag_id, "PUT")
+            auth.check_form_token(user, run, _accept_action(form["since"]), form["token"])
+            try:
+                accept_level(store, run.series, run.backend, run.suite, since=form["since"], reason=form["reason"],
+                             by=auth.user_name(user))
+            except StoreInputError as err:  # no such night of this series: nothing changed
+                raise HTTPException(400, str(err)) from None
+        return RedirectResponse(form["next"], status_code=303)
+
     return app
+
+
+def _accept_action(since: str) -> str:
+    """The action an accept form's token is bound to: accepting from this very night (the form cannot be edited)."""
+    return f"accept:{since}"

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES, evaluate_value
+from airflow_metric_gate.report import change_text
 from airflow_metric_gate.rules import mad_k
 from airflow_metric_gate.verdict import band_distance
 
@@ -104,7 +105,8 @@ def summary_text(entry: Mapping) -> str:
     """Return one summary entry as the sentence on-call reads first.
 
     ``rollout/raw_reward (steps all): 80 FAIL from step 120 to 199, below the band; worst at step 150:
-    0.61 vs baseline 1.02 (band 0.918..1.12), 33.6% outside``
+    0.61 vs baseline 1.02 (change -40%; band 0.918..1.12)``: the same "by how much" as the task log
+    (the change of the worst step against its baseline)
 
     :param entry: one entry of the verdict's ``summary``.
     """
@@ -123,7 +125,7 @@ def summary_text(entry: Mapping) -> str:
             step = worst["at_step"] if worst.get("at_step") is not None else worst["step"]
             text += (
                 f"; worst at step {step}: {_num(worst['current'])} vs baseline {_num(worst['ref'])} "
-                f"(band {_num(worst['lo'])}..{_num(worst['hi'])}), {worst['distance'] * 100:.3g}% outside"
+                f"(change {change_text(worst['current'], worst['ref'])}; band {_num(worst['lo'])}..{_num(worst['hi'])})"
             )
         night = entry.get("night")  # the whole night's FAIL (opt-in night_mean_k)
         if night:
@@ -241,3 +243,69 @@ def step_band(current_by_step: Mapping[int, float], values_by_step: Mapping[int,
         if r.ref is not None and r.lo is not None and r.hi is not None:
             out[step] = (r.ref, r.lo, r.hi)
     return out
+
+
+#: The night outcomes that need attention, worst first (``runs.outcomes``: the reference policy's
+#: ``fail``/``error``, the calibrated policy's ``shift`` and ``drift`` too).
+ATTENTION_OUTCOMES = ("error", "fail", "shift", "drift", "drift-continues", "blowup")
+
+
+def outcome_key(metric_key: str, steps_key: str, constraint_key: str) -> str:
+    """Return the key of a declaration in a run's ``outcomes`` (as the store writes it).
+
+    :param metric_key: the metric.
+    :param steps_key: the steps key.
+    :param constraint_key: the constraint key.
+    """
+    return json.dumps([metric_key, steps_key, constraint_key])
+
+
+def night_outcome(run: Any, key: tuple[str, str, str]) -> str:
+    """Return how one declaration's night went: its stored outcome, else the run's status.
+
+    :param run: a store run (``outcomes``, ``status``).
+    :param key: the declaration.
+    """
+    found = (getattr(run, "outcomes", None) or {}).get(outcome_key(*key))
+    if isinstance(found, Mapping) and isinstance(found.get("o"), str):
+        return found["o"]
+    return {"pending": "pending"}.get(run.status, "none")
+
+
+def overview_grid(runs: Sequence[Any], declarations: Sequence[Mapping]) -> list[tuple[Any, list[str]]]:
+    """Return the series overview: one row per night (newest first), one outcome per declaration.
+
+    :param runs: the page's runs, newest first.
+    :param declarations: the columns (the newest run's declarations).
+    """
+    keys = [(d["metric_key"], d["steps_key"], d["constraint_key"]) for d in declarations]
+    return [(run, [night_outcome(run, key) for key in keys]) for run in runs]
+
+
+def regressed_declaration(runs: Sequence[Any], declarations: Sequence[Mapping]) -> tuple[Any, dict] | None:
+    """Return the newest night with a declaration that needs attention, and that declaration (worst outcome).
+
+    :param runs: runs, newest first.
+    :param declarations: the declarations to look at.
+    """
+    rank = {o: i for i, o in enumerate(ATTENTION_OUTCOMES)}
+    for run in runs:
+        worst = None
+        for d in declarations:
+            outcome = night_outcome(run, (d["metric_key"], d["steps_key"], d["constraint_key"]))
+            if outcome in rank and (worst is None or rank[outcome] < worst[0]):
+                worst = (rank[outcome], dict(d))
+        if worst is not None:
+            return run, worst[1]
+    return None
+
+
+def worst_step(current_by_step: Mapping[int, float], bands: Mapping[int, tuple[float, float, float]]) -> int | None:
+    """Return the step farthest outside its band (``None`` when every step is inside).
+
+    :param current_by_step: the night's value of each step.
+    :param bands: ``{step: (ref, lo, hi)}`` (:func:`step_band`).
+    """
+    distances = {s: band_distance(v, *bands[s]) for s, v in current_by_step.items() if s in bands}
+    distances = {s: d for s, d in distances.items() if d > 0}
+    return max(distances, key=distances.__getitem__) if distances else None

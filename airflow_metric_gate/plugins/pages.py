@@ -39,6 +39,10 @@ padding:6px 10px;margin:4px 0}.mg-summary li.mg-error{border-color:#b26a00;backg
 form.mg-inline{display:inline}input,select,button{font:inherit;padding:2px 6px}
 .mg-note{background:#f4f6f8;padding:6px 10px;border-radius:4px}
 .mg-flash{background:#e6f4ea;padding:6px 10px;border-radius:4px}
+table.mg-grid td{padding:0;border:1px solid #fff}table.mg-grid td a{display:block;min-width:22px;height:18px}
+.mg-o-pass{background:#7cc38c}.mg-o-inactive{background:#d5dade}.mg-o-fail{background:#d9534f}
+.mg-o-error{background:#b26a00}.mg-o-shift{background:#8e44ad}.mg-o-drift,.mg-o-drift-continues{background:#f0ad4e}
+.mg-o-blowup{background:#6d0f0f}.mg-o-pending,.mg-o-none{background:#f4f6f8}
 """
 
 
@@ -144,6 +148,60 @@ def mark_form(run: RunRow, form: MarkForm) -> str:
     )
 
 
+def accept_form(run: RunRow, since: str, form: MarkForm, change: str = "") -> str:
+    """Return the "Accept this level" form of a run with a reported level shift (reason required).
+
+    :param run: the night that reported the shift.
+    :param since: the shift's first night (store run id).
+    :param form: the token and the page to come back to.
+    :param change: the shift's size, as shown on the button.
+    """
+    return (
+        "<form class=\"mg-inline mg-accept\" method=\"post\" action=\"accept\">"
+        f"<input type=\"hidden\" name=\"run_id\" value=\"{escape(run.run_id)}\">"
+        f"<input type=\"hidden\" name=\"since\" value=\"{escape(since)}\">"
+        f"<input type=\"hidden\" name=\"token\" value=\"{escape(form.token)}\">"
+        f"<input type=\"hidden\" name=\"next\" value=\"{escape(form.next_url)}\">"
+        "<input name=\"reason\" required minlength=\"3\" maxlength=\"500\" placeholder=\"why the new level is right\" "
+        "size=\"28\">"
+        f"<button type=\"submit\">Accept this level{escape(' (' + change + ')' if change else '')}</button></form>"
+    )
+
+
+def overview_table(identity: tuple[str, str, str], grid: Sequence[tuple[RunRow, list[str]]],
+                   declarations: Sequence[Mapping], nights: int) -> str:
+    """Return the series overview: nights (rows, newest first) by declarations, each cell its night's outcome.
+
+    Each cell links to the chart of that declaration on this page.
+
+    :param identity: ``(series, backend, suite)``.
+    :param grid: :func:`~airflow_metric_gate.plugins.data.overview_grid`.
+    :param declarations: the columns.
+    :param nights: the chart's nights.
+    """
+    if not grid or not declarations:
+        return ""
+    series, backend, suite = identity
+    head = "".join(
+        f"<th title=\"{escape(d['metric_key'])}\">{escape(d['metric_key'])}<br><span class=\"mg-muted\">"
+        f"{escape(steps_label(d['steps_key']))}</span></th>" for d in declarations
+    )
+    rows = []
+    for run, outcomes in grid:
+        cells = []
+        for d, outcome in zip(declarations, outcomes):
+            link = series_link(series, backend, suite, nights=nights,
+                               declaration=json.dumps([d["metric_key"], d["steps_key"], d["constraint_key"]]))
+            label = f"{run.logical_date:%Y-%m-%d} {d['metric_key']}: {outcome}"
+            cells.append(f"<td class=\"mg-cell mg-o-{escape(outcome)}\"><a href=\"{escape(link)}\" "
+                         f"title=\"{escape(label)}\" aria-label=\"{escape(label)}\"></a></td>")
+        rows.append(f"<tr><td>{run.logical_date:%Y-%m-%d}</td><td>{escape(run.status)}</td>{''.join(cells)}</tr>")
+    legend = ("<p class=\"mg-muted\">Each cell is a night of a declaration: green pass, grey cold start, red fail, "
+              "purple level shift, orange drift, brown error. A cell opens that declaration's chart.</p>")
+    return ("<h2>Overview</h2><table class=\"mg-grid\"><tr><th>night</th><th>status</th>" + head + "</tr>"
+            + "".join(rows) + "</table>" + legend)
+
+
 def _counts_cells(run: RunRow) -> str:
     counts = status_counts(run.status_reason)
     if counts is None:
@@ -158,9 +216,11 @@ def _provenance(run: RunRow) -> str:
         if prov.get(key):
             parts.append(f"{key}={prov[key]}")
     marks = prov.get("marks") or []
-    if marks:
+    if marks:  # from the UI, the command line or the approval step: who, when and why
         last = marks[-1]
-        parts.append(f"marked {last.get('status')} by {last.get('by')}: {last.get('reason')}")
+        when = str(last.get("at") or "")[:16].replace("T", " ")
+        what = "accepted the level" if last.get("accept") else f"marked {last.get('status')}"
+        parts.append(f"{what} by {last.get('by')} at {when} UTC: {last.get('reason')}")
     return escape("; ".join(parts)) or "-"
 
 
@@ -217,8 +277,9 @@ def series_page(
     chart: str,
     mark_forms: Mapping[str, MarkForm],
     flash: str | None = None,
+    overview: str = "",
 ) -> str:
-    """The runs of one series identity, and the history chart of the chosen coordinate.
+    """The runs of one series identity: the overview grid, the chart of the chosen coordinate, the runs.
 
     :param identity: ``(series, backend, suite)``.
     :param runs: this page's runs, newest first.
@@ -228,6 +289,7 @@ def series_page(
     :param chart: the chart's HTML (may be empty).
     :param mark_forms: the runs the user may mark, by store run id.
     :param flash: a one-line note to show on top.
+    :param overview: the overview grid's HTML (:func:`overview_table`).
     """
     series, backend, suite = identity
     keep = {"declaration": json.dumps([picker.metric_key, picker.steps_key, picker.constraint_key])
@@ -264,7 +326,7 @@ def series_page(
     if has_next:
         nav.append(f"<a href=\"{escape(series_link(series, backend, suite, page=page_number + 1, **keep))}\">older</a>")
     runs_block = f"<h2>Runs (page {page_number})</h2>" + table + ("<p>" + " | ".join(nav) + "</p>" if nav else "")
-    return page(f"Metric gate: {series}", head + chart_block + runs_block)
+    return page(f"Metric gate: {series}", head + overview + chart_block + runs_block)
 
 
 @dataclass
@@ -276,6 +338,7 @@ class DeclarationView:
     more: int = 0
     steps_chart: str = ""
     steps_note: str = ""
+    series_href: str | None = None
 
 
 def _results_table(results: Iterable[Mapping]) -> str:
@@ -302,6 +365,7 @@ def task_page(
     series_href: str | None,
     mark: str = "",
     flash: str | None = None,
+    accept: str = "",
 ) -> str:
     """The night's verdict of an evaluate task: summary first, then a chart per failing coordinate.
 
@@ -311,6 +375,7 @@ def task_page(
     :param series_href: the relative link to the series page (``None`` when the series is not readable).
     :param mark: the mark form's HTML for this run (empty when not allowed).
     :param flash: a one-line note to show on top.
+    :param accept: the "Accept this level" form (empty without a level shift, or when not allowed).
     """
     counts = verdict.get("counts", {})
     trusted = bool(verdict.get("trusted"))
@@ -345,6 +410,13 @@ def task_page(
         head += f"<p class=\"mg-flash\">{escape(flash)}</p>"
     if mark:
         head += f"<p>{mark}</p>"
+    shifts = [x for x in verdict.get("level_shifts") or () if isinstance(x, Mapping)]
+    if shifts:
+        items = "".join(
+            f"<li>{escape(str(x.get('metric_key')))}: level shift since {escape(str(x.get('since')))}"
+            + (" (adopted)" if x.get("adopted") else f", {escape(str(x.get('nights')))} night(s)") + "</li>"
+            for x in shifts)
+        head += f"<h2>Level shifts</h2><ul class=\"mg-shifts\">{items}</ul>" + (f"<p>{accept}</p>" if accept else "")
     body = [head, "<h2>What regressed</h2>", summary]
     warnings = [w for w in verdict.get("warnings", None) or () if isinstance(w, Mapping)]
     if warnings:
@@ -362,6 +434,11 @@ def task_page(
                 body.append(f"<p class=\"mg-muted\">{escape(view.steps_note)}</p>")
         for result, chart in view.charts:
             body.append(f"<h3>step {escape(_step(result))} over the last nights</h3>" + chart)
+            if view.series_href:
+                link = view.series_href + "&" + _q(step=result.get("step"), declaration=json.dumps(
+                    [e["metric_key"], e["steps_key"], e["constraint_key"]]))
+                body.append(f"<p><a class=\"mg-chart-link\" href=\"{escape(link)}\">this coordinate on the series "
+                            "page</a></p>")
         if view.more:
             body.append(f"<p class=\"mg-muted\">{view.more} more failing coordinate(s) of this declaration; "
                         "chart any of them from the series page.</p>")

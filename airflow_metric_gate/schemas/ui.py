@@ -110,3 +110,17 @@ class MarkFormSchema(_Base):
         # Only a page of this plugin: no scheme, no host, no absolute path (no open redirect).
         if not (nxt == "./" or nxt.startswith(("series?", "task?"))) or "\\" in nxt or "//" in nxt:
             raise ValidationError({"next": ["must be a page of this view"]})
+
+
+class AcceptFormSchema(_Base):
+    """``accept``: accept a series' new level from the first night of a reported level shift, with a reason."""
+
+    run_id = Text(required=True, validate=_NAME)
+    since = Text(required=True, validate=_NAME)
+    reason = Text(required=True, validate=validate.Length(min=3, max=500))
+    token = Text(required=True, validate=validate.Length(min=1, max=200))
+    next = Text(load_default="./", validate=validate.Length(max=4000))
+
+    @validates_schema
+    def _reason_and_next(self, data: dict, **kwargs: object) -> None:
+        MarkFormSchema._reason_and_next(self, data)  # the same rules: a reason, a page of this view

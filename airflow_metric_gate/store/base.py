@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
@@ -42,6 +43,17 @@ from airflow_metric_gate.store.sql import (
     run_values_sql,
 )
 
+_COUNTS_NOTE = re.compile(r"^\d+ (PASS|FAIL|INACTIVE|ERROR)(, \d+ (PASS|FAIL|INACTIVE|ERROR))*$")
+
+
+def with_counts(status_reason: str | None, note: str) -> str:
+    """Return a mark's note after the evaluation's counts kept in ``status_reason`` (``"9 PASS, 1 FAIL; <note>"``).
+
+    :param status_reason: the run's ``status_reason`` before the mark.
+    :param note: the mark's note.
+    """
+    evaluated = (status_reason or "").split(";", 1)[0].strip()
+    return f"{evaluated}; {note}" if _COUNTS_NOTE.match(evaluated) else note
 
 class MetricStore:
     """The metric store: runs, their values, and the baselines read from them.
@@ -472,10 +484,13 @@ class MetricStore:
             for run in [self._run_from_row(r) for r in cur.fetchall()]:
                 changed = run.status != status
                 note = reason if reason is not None else (f"marked {status} by hand" if changed else None)
+                said = note  # what the mark says, kept with who and when in provenance
+                if note is not None:  # the night's counts stay in front: the UI still shows them
+                    note = with_counts(run.status_reason, note)
                 if changed or (note is not None and note != run.status_reason):
                     # the mark is kept in provenance too: it overrides every declaration's own outcome
                     provenance = dict(run.provenance)
-                    entry = {"status": status, "reason": note, "by": marked_by, "at": at.isoformat()}
+                    entry = {"status": status, "reason": said, "by": marked_by, "at": at.isoformat()}
                     provenance["marks"] = [*provenance.get("marks", []), entry]
                     self._execute(
                         cur,
@@ -527,19 +542,20 @@ class MetricStore:
                     f"series {series!r} (backend {backend!r}, suite {suite!r}) has no judged baseline night at or "
                     f"after {start.isoformat()}; nothing was changed")
             now = self._ts(at)
-            note = f"accepted level since {runs[0].logical_date.isoformat()} by {by}: {reason.strip()}"
+            accepted = f"accepted level since {runs[0].logical_date.isoformat()} by {by}: {reason.strip()}"
             self._execute(cur, "UPDATE runs SET rebaseline = %s, updated_at = %s WHERE run_id = %s",
                           (self._bool(True), now, runs[0].run_id))
             marked = 0
             for run in runs:
                 provenance = dict(run.provenance)
-                entry = {"status": "trusted", "reason": note, "by": by, "at": at.isoformat(), "accept": True}
+                entry = {"status": "trusted", "reason": accepted, "by": by, "at": at.isoformat(), "accept": True}
                 provenance["marks"] = [*provenance.get("marks", []), entry]
                 marked += run.status != "trusted"
                 self._execute(
                     cur, "UPDATE runs SET status = %s, status_reason = %s, provenance = %s, updated_at = %s "
                     "WHERE run_id = %s",
-                    ("trusted", note, json.dumps(provenance, sort_keys=True, default=str), now, run.run_id),
+                    ("trusted", with_counts(run.status_reason, accepted), json.dumps(provenance, sort_keys=True,
+                                                                                   default=str), now, run.run_id),
                 )
         return {"since": runs[0].logical_date.isoformat(), "since_run_id": runs[0].run_id, "nights": len(runs),
                 "marked": marked}

@@ -170,6 +170,17 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
             frame.get_by_role("link", name=SERIES).click()
             expect(frame.locator("table.mg-runs tr.mg-run")).to_have_count(ui_server.nights, timeout=60_000)
             expect(frame.locator("tr.mg-run-untrusted")).to_have_count(1)
+            # The overview: a row per night, a cell per declaration; only the regressed night's reward is red.
+            grid = frame.locator("table.mg-grid")
+            expect(grid.locator("td.mg-cell")).to_have_count(ui_server.nights * len(
+                frame.locator("select[name=declaration] option").all()))
+            expect(grid.locator("td.mg-o-fail")).to_have_count(1)
+            # Without a choice the chart opens on the regressed declaration at its worst step.
+            worst = fails[0]
+            expect(frame.locator("h3")).to_contain_text(f"{worst['metric_key']} (steps all), step {worst['step']}")
+            expect(frame.locator("svg.mg-chart .mg-point.mg-untrusted")).to_have_count(1)
+            grid.locator("td.mg-o-fail a").click()  # a cell opens its declaration's chart
+            expect(frame.locator("h3")).to_contain_text(worst["metric_key"], timeout=60_000)
             frame.locator("select[name=declaration]").select_option(
                 label=f"{fails[0]['metric_key']} (steps all)"
             )
@@ -195,8 +206,9 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
             row.locator("input[name=reason]").fill("reward dip explained by the new eval seed")
             row.get_by_role("button", name="mark trusted").click()
             expect(frame.locator("tr.mg-run-untrusted")).to_have_count(0, timeout=60_000)
-            expect(frame.locator("table.mg-runs")).to_contain_text(
-                "marked trusted by admin: reward dip explained by the new eval seed"
+            expect(frame.locator("table.mg-runs")).to_contain_text(  # who, when and why
+                re.compile(r"marked trusted by admin at \d{4}-\d\d-\d\d \d\d:\d\d UTC: reward dip explained by the "
+                           r"new eval seed")
             )
             row = frame.locator("tr.mg-run").first
             expect(row.locator("td").nth(4)).to_have_text(str(verdict["counts"]["FAIL"]))  # counts kept

@@ -380,7 +380,7 @@ def test_regressed_night_prints_one_summary_line_first_and_a_capped_table(capsys
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == ('REGRESSED rollout/raw_reward (steps "all"): 80 of 120 steps FAIL, steps 40..119, '
-                        "below band, worst step 100: 0.2 vs baseline 0.8 (-75%; band 0.64..0.96)")
+                        "below band, worst step 100: 0.2 vs baseline 0.8 (change -75%; band 0.64..0.96)")
     assert lines[1] == "metric-gate: rl run night-3: NOT-TRUSTED (240 results, 80 fail, 0 error)"
     assert sum(1 for line in lines if line.startswith("FAIL    rollout/raw_reward")) == 5
     assert "... 75 more result(s) of rollout/raw_reward not shown" in lines

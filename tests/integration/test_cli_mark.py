@@ -50,7 +50,7 @@ def test_airflow_run_id_changes_only_that_dag_and_series_and_prints_it(capsys, u
                            "--series", "rl-7b", "--reason", "bad data", "--store", url)
     assert code == 0, err
     assert _state(url) == {
-        "a-7b": ("untrusted", "bad data"),
+        "a-7b": ("untrusted", "1 PASS; bad data"),  # the night's counts stay in front
         "a-70b": ("trusted", "1 PASS"),
         "b-7b": ("trusted", "1 PASS"),
     }
@@ -102,7 +102,7 @@ def test_reason_is_recorded_when_the_status_is_already_the_target(capsys, url):
     code, out, _ = _mark(capsys, "mark-untrusted", "--run-id", "a-7b", "--reason", "confirmed regression",
                          "--store", url)
     assert code == 0
-    assert _state(url)["a-7b"] == ("untrusted", "confirmed regression")
+    assert _state(url)["a-7b"] == ("untrusted", "1 PASS; confirmed regression")
     line = next(line for line in out.splitlines() if "a-7b" in line)
     assert "already untrusted" in line and "reason recorded" in line
     assert "marked 0 run(s) untrusted" in out

@@ -162,9 +162,10 @@ def _airflow_env(tmp: Path, *, meta_db: str, store_db: str, api_port: int, redis
             "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
-            # DAGs run when triggered or backfilled; the scheduler creates no scheduled run of its own.
+            # The scheduler creates runs (the asset examples' asset-triggered runs need it); the other DAGs'
+            # one scheduled run of the latest interval finds no record and waits, deferred, in the triggerer.
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
-            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+            "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",
             # Full backfill parallelism: a slot for every night of the largest backfill at once.
             "AIRFLOW__CORE__PARALLELISM": str(2 * WORKER_SLOTS),
             "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": str(WORKER_SLOTS),
@@ -189,6 +190,8 @@ def _airflow_env(tmp: Path, *, meta_db: str, store_db: str, api_port: int, redis
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
             "AIRFLOW_CONN_METRIC_GATE_DB": _db_url(store_db),
+            # Where the asset examples (tests/system/dags/asset_examples.py) write and read their records.
+            "METRIC_GATE_SYSTEM_ASSET_RECORDS": str(tmp / "asset_records"),
         }
     )
     return env
@@ -255,7 +258,8 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
         try:
             stack.wait_for("every component to report healthy", started, START_TIMEOUT)
             stack.api.token = stack.api.get("/auth/token", expect=(200, 201))["access_token"]
-            expected = {"nightly_metric_gate", "two_series_gate", "deferred_record_sensor"}
+            expected = {"nightly_metric_gate", "two_series_gate", "deferred_record_sensor", "assets_training_job",
+                        "assets_metric_gate", "assets_promote_checkpoint"}
 
             def parsed() -> bool:
                 errors = stack.api.get("/api/v2/importErrors")

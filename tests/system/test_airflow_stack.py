@@ -8,7 +8,10 @@ All tests share one started stack (``airflow_stack``, see ``conftest.py``).  The
   together: the worst case for a gate that must judge each night against the nights before it;
 * a backfill of ``two_series_gate`` (two gate chains, series ``rl-7b`` and ``rl-70b``, in one DAG
   run) over three nights;
-* a run of ``deferred_record_sensor`` whose record appears only after the sensor deferred.
+* a run of ``deferred_record_sensor`` whose record appears only after the sensor deferred;
+* last, the asset examples (``examples/assets_*.py``): a training job's Asset event schedules the
+  gate, a trusted night's "gated metrics" event schedules the consumer, and a regressed night's
+  ``approve_night`` is answered through the REST API.
 
 The ``workloads`` fixture submits all three at once (the worker has a slot for every task they can
 run side by side), so they overlap as on a busy deployment.  Each test waits (bounded) for its own
@@ -18,10 +21,12 @@ a user would look at: task states and XComs through the REST API, and the metric
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from _airflow_stack import AirflowStack
@@ -280,3 +285,76 @@ def test_verdict_read_back_through_the_rest_api(
             side = "below" if current < lo else "above" if current > hi else None
             assert result["side"] == side and side is not None, result
             assert result["bound"] in ("rel", "abs_floor") and result["n"] >= 1, result
+
+
+# -- Assets in and out, and the approval step (examples/assets_*.py) --------------------------------
+
+PRODUCER_DAG, GATE_DAG, CONSUMER_DAG = "assets_training_job", "assets_metric_gate", "assets_promote_checkpoint"
+ASSET_TIMEOUT = 300.0
+
+
+def _finished_run(stack: AirflowStack, dag_id: str, count: int, what: str) -> dict[str, Any]:
+    """Wait until the DAG has ``count`` runs and the newest has finished; return it."""
+
+    def finished() -> dict[str, Any] | None:
+        runs = sorted(stack.api.dag_runs(dag_id), key=lambda r: r["run_after"])
+        if len(runs) < count or runs[-1]["state"] not in ("success", "failed"):
+            return None
+        return runs[-1]
+
+    return stack.wait_for(what, finished, ASSET_TIMEOUT, interval=2)
+
+
+def _produce(stack: AirflowStack, night: str, reward: float) -> None:
+    stack.api.post(f"/api/v2/dags/{PRODUCER_DAG}/dagRuns",
+                   {"logical_date": None, "conf": {"night": night, "reward": reward,
+                                                   "record_root": stack.env["METRIC_GATE_SYSTEM_ASSET_RECORDS"]}})
+
+
+def test_assets_chain_a_trusted_night_to_the_consumer_and_approval_is_answered_over_rest(
+    airflow_stack: AirflowStack,
+) -> None:
+    api = airflow_stack.api
+    # A good night: the training job's event creates a baseline gate run named by the event's night.
+    _produce(airflow_stack, "2026-07-01", 0.8)
+    gate = _finished_run(airflow_stack, GATE_DAG, 1, "the asset-triggered gate run")
+    assert (gate["run_type"], gate["state"]) == ("asset_triggered", "success"), gate
+    tis = api.task_instances(GATE_DAG, gate["dag_run_id"])
+    assert tis["metric_gate.publish_gated_metrics"]["state"] == "success"
+    assert tis["metric_gate.approve_night"]["state"] == "skipped"  # nothing to approve
+    verdict = api.xcom_return_value(GATE_DAG, gate["dag_run_id"], "metric_gate.evaluate_gate")
+    assert (verdict["role"], verdict["logical_date"], verdict["trusted"]) == (
+        "baseline", "2026-07-01T00:00:00+00:00", True)
+    consumer = _finished_run(airflow_stack, CONSUMER_DAG, 1, "the consumer of the gated metrics event")
+    assert (consumer["run_type"], consumer["state"]) == ("asset_triggered", "success")
+    promoted = api.xcom_return_value(CONSUMER_DAG, consumer["dag_run_id"], "promote")
+    assert promoted == {"promoted": "2026-07-01", "run_id": verdict["run_id"], "counts": verdict["counts"]}
+
+    # A regressed night: the gate fails, no gated event, approve_night waits for an answer.
+    _produce(airflow_stack, "2026-07-02", 0.4)
+    run_id = airflow_stack.wait_for(
+        "the regressed night's approval to wait",
+        lambda: next((r["dag_run_id"] for r in api.dag_runs(GATE_DAG) if r["dag_run_id"] != gate["dag_run_id"]
+                      and api.task_instances(GATE_DAG, r["dag_run_id"]).get("metric_gate.approve_night", {})
+                      .get("state") in ("deferred", "awaiting_input")), None),
+        ASSET_TIMEOUT, interval=2,
+    )
+    tis = api.task_instances(GATE_DAG, run_id)
+    assert tis["metric_gate.evaluate_gate"]["state"] == "failed"
+    assert tis["metric_gate.publish_gated_metrics"]["state"] == "upstream_failed"
+    bad = api.xcom_return_value(GATE_DAG, run_id, "metric_gate.evaluate_gate")
+    answer = api.request("PATCH", f"/api/v2/dags/{GATE_DAG}/dagRuns/{quote(run_id, safe='')}/taskInstances/"
+                         "metric_gate.approve_night/-1/hitlDetails",
+                         {"chosen_options": ["Mark the night trusted"], "params_input": {"reason": "eval set rerun"}})
+    assert answer["chosen_options"] == ["Mark the night trusted"]
+    airflow_stack.wait_for(
+        "approve_night to carry out the answer",
+        lambda: api.task_instances(GATE_DAG, run_id)["metric_gate.approve_night"]["state"] == "success" or None,
+        ASSET_TIMEOUT, interval=2,
+    )
+    ((status, provenance),) = airflow_stack.store_query(
+        "SELECT status, provenance FROM runs WHERE run_id = %s", bad["run_id"])
+    marks = (provenance if isinstance(provenance, dict) else json.loads(provenance))["marks"]
+    assert status == "trusted"
+    assert marks[-1]["by"] and marks[-1]["by"] != "unknown" and "eval set rerun" in marks[-1]["reason"]
+    assert len(api.dag_runs(CONSUMER_DAG)) == 1  # the regressed night announced nothing

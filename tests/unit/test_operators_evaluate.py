@@ -184,7 +184,7 @@ def test_regressed_night_log_starts_with_the_summary_then_a_capped_table(db, cap
     first = next(i for i, line in enumerate(lines) if "rollout/raw_reward" in line or "metric-gate" in line)
     assert (
         'REGRESSED rollout/raw_reward (steps "all"): 80 of 120 steps FAIL, steps 40..119, below band, '
-        "worst step 100: 0.2 vs baseline 0.8 (-75%; band 0.64..1.2)"
+        "worst step 100: 0.2 vs baseline 0.8 (change -75%; band 0.64..1.2)"
     ) in lines[first]
     grep_line = f"metric-gate: rl-7b run {persisted['run_id']}: NOT-TRUSTED (120 results, 80 fail, 0 error)"
     assert grep_line in lines[first + 1]

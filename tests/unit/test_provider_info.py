@@ -60,3 +60,25 @@ def test_airflow_finds_the_hook_of_the_connection_type():
     assert hook is not None
     assert hook.hook_class_name == "airflow_metric_gate.hooks.metric_store.MetricStoreHook"
     assert hook.connection_id_attribute_name == "metric_gate_conn_id"
+
+
+@pytest.mark.parametrize("kind", ["notifications", "extra-links"])
+def test_listed_classes_import(kind):
+    names = get_provider_info()[kind]
+    assert names
+    for name in names:
+        module, _, attr = name.rpartition(".")
+        assert isinstance(getattr(importlib.import_module(module), attr), type)
+
+
+def test_notifiers_are_airflow_notifiers_and_the_link_an_operator_link():
+    from airflow.sdk import BaseNotifier, BaseOperatorLink
+
+    from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
+    from airflow_metric_gate.operators.links import MetricGateTabLink
+
+    for name in get_provider_info()["notifications"]:
+        module, _, attr = name.rpartition(".")
+        assert issubclass(getattr(importlib.import_module(module), attr), BaseNotifier)
+    assert issubclass(MetricGateTabLink, BaseOperatorLink)
+    assert [type(link) for link in EvaluateGateOperator.operator_extra_links] == [MetricGateTabLink]

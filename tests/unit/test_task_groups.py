@@ -197,3 +197,24 @@ def test_the_shipped_dag_checks_its_default_gates_file_when_parsed(tmp_path):
     with pytest.raises(DeclarationError) as info:
         spec.loader.exec_module(module)
     assert str(info.value).startswith(f"{gates}:2: ")
+
+
+def test_notifiers_approval_and_the_gated_asset_add_their_callbacks_and_tasks():
+    from airflow_metric_gate.notifications.smtp import MetricGateEmailNotifier
+    from airflow_metric_gate.operators.assets import gated_metrics_asset
+
+    notifier = MetricGateEmailNotifier(to="oncall@example.com")
+    asset = gated_metrics_asset("rl")
+    with _dag() as dag:
+        metric_gate(series="rl", path="/r", gates=[LOSS_GATE], notifiers=[notifier], approval=True, gated_asset=asset)
+    evaluate = dag.get_task("metric_gate.evaluate_gate")
+    assert evaluate.on_failure_callback == [notifier] and evaluate.on_success_callback == [notifier]
+    approve = dag.get_task("metric_gate.approve_night")
+    publish = dag.get_task("metric_gate.publish_gated_metrics")
+    assert approve.upstream_task_ids == publish.upstream_task_ids == {"metric_gate.evaluate_gate"}
+    assert (approve.trigger_rule, approve.evaluate_task_id) == ("all_done", "metric_gate.evaluate_gate")
+    assert publish.outlets == [asset] and publish.trigger_rule == "all_success"
+    with _dag("plain") as plain:
+        metric_gate(series="rl", path="/r", gates=[LOSS_GATE])
+    assert plain.task_ids == [f"metric_gate.{name}" for name in STEPS]  # nothing added by default
+    assert not plain.get_task("metric_gate.evaluate_gate").on_failure_callback

@@ -52,7 +52,8 @@ def test_summary_from_results_is_per_declaration_worst_first():
     assert summary[2]["worst"] is None and summary[2]["error"] == "metric missing from the record"
     text = summary_text(reward)
     assert text.startswith("rollout/raw_reward (steps all): 3 FAIL from step 120 to 199, below the band")
-    assert "worst at step 150: 0.5 vs baseline 1 (band 0.9..1.1), 40% outside" in text
+    # the same "by how much" as the task log: the change against the baseline, named
+    assert "worst at step 150: 0.5 vs baseline 1 (change -50%; band 0.9..1.1)" in text
 
 
 def test_the_verdicts_own_summary_wins():

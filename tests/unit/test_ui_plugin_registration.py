@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from importlib.metadata import entry_points
+
+from airflow_metric_gate import get_provider_info
+
+_LOADED = """
+import json
+from airflow import plugins_manager
+plugins, errors = plugins_manager._get_plugins()
+print(json.dumps({"names": [p.name for p in plugins], "errors": {k: str(v) for k, v in errors.items()}}))
+"""
 
 
 def test_the_plugin_is_an_airflow_plugins_entry_point():
@@ -11,6 +24,21 @@ def test_the_plugin_is_an_airflow_plugins_entry_point():
     from airflow.plugins_manager import AirflowPlugin
 
     assert issubclass(found[0].load(), AirflowPlugin)
+
+
+def test_the_provider_info_names_the_plugin_and_airflow_loads_it_once(tmp_path):
+    # As Airflow's own providers do: the entry point loads it, the provider info lists it.
+    (plugin,) = get_provider_info()["plugins"]
+    assert plugin == {"name": "metric_gate", "plugin-class": "airflow_metric_gate.plugins.metric_gate.MetricGatePlugin"}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(AIRFLOW_HOME=str(tmp_path), AIRFLOW__CORE__PLUGINS_FOLDER=str(tmp_path / "plugins"))
+    # cwd away from the checkout, whose egg-info would be a second copy of the distribution
+    proc = subprocess.run([sys.executable, "-c", _LOADED], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert loaded["names"].count("metric_gate") == 1
+    assert loaded["errors"] == {}
 
 
 def test_app_views_and_links_work_behind_a_url_prefix():

@@ -149,9 +149,9 @@ def test_report_starts_with_one_summary_line_per_failing_declaration():
     lines = str(render_report(verdict, where=("Every result: metric-gate show af-1 --all",))).splitlines()
     assert lines[:4] == [
         'REGRESSED train/grad_norm (steps "last"): 1 of 1 step FAIL, step 119, above band, '
-        "worst step 119: 2 vs baseline 1 (+100%; band 0.5..1.5)",
+        "worst step 119: 2 vs baseline 1 (change +100%; band 0.5..1.5)",
         'REGRESSED rollout/raw_reward (steps "all"): 80 of 120 steps FAIL, steps 40..119, below band, '
-        "worst step 100: 0.4 vs baseline 0.8 (-50%; band 0.64..0.96)",
+        "worst step 100: 0.4 vs baseline 0.8 (change -50%; band 0.64..0.96)",
         "ERROR train/ppo_kl (steps \"all\"): metric 'train/ppo_kl' is absent",
         "metric-gate: rl-7b run af-1: NOT-TRUSTED (122 results, 81 fail, 1 error)",
     ]

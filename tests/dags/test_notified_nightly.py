@@ -1,0 +1,88 @@
+"""examples/notified_nightly.py end to end: a regressed night reaches on-call by email and by Slack.
+
+The test starts a real SMTP server (aiosmtpd) and an HTTP endpoint standing in for the Slack
+webhook, both on loopback, points the example's two connections at them, and runs three nights with
+``dag.test()``: the two good nights send nothing, the regressed night's failure callbacks send the
+verdict's summary with the link to the task instance's Metric gate tab.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from _gate_data import write_record
+from _loopback_servers import smtp_server, webhook_server
+
+pytestmark = pytest.mark.airflow_db
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "notified_nightly.py"
+DAG_ID = "notified_nightly_gate"
+NIGHTS = ("2026-11-01", "2026-11-02", "2026-11-03")
+TOKEN = "T0000/B0000/not-a-real-secret-4242"
+
+
+def _night(root: Path, night: str, reward: float) -> None:
+    write_record(root / night, {"part-0.jsonl": [
+        {"metric": "rollout/raw_reward", "series": [[0, reward], [1, reward]]},
+        {"metric": "train/grad_norm", "series": [[0, 1.0], [1, 1.0]]},
+    ]})
+
+
+def test_a_regressed_night_is_told_by_email_and_slack_and_good_nights_are_quiet(airflow_env, tmp_path):
+    root = tmp_path / "records"
+    for night, reward in zip(NIGHTS, (0.8, 0.8, 0.4)):
+        _night(root, night, reward)
+    dag_file = airflow_env.scratch_dags / EXAMPLE.name
+    shutil.copy(EXAMPLE, dag_file)
+    with smtp_server() as mailbox, webhook_server() as webhook:
+        env = {
+            "AIRFLOW_CONN_METRIC_GATE_DB": f"sqlite:///{tmp_path / 'metric_gate.db'}",
+            "AIRFLOW_CONN_METRIC_GATE_SMTP": json.dumps({
+                "conn_type": "smtp", "host": "127.0.0.1", "port": mailbox.port,
+                "extra": {"disable_ssl": True, "disable_tls": True}}),
+            "AIRFLOW_CONN_METRIC_GATE_SLACK": json.dumps({
+                "conn_type": "slackwebhook", "host": f"{webhook.url}/services", "password": TOKEN}),
+            "AIRFLOW__API__BASE_URL": "http://airflow.example:8080",
+        }
+        results = airflow_env.dag_tests(
+            [{"dag_id": DAG_ID, "dag_file": dag_file, "logical_date": f"{night}T00:00:00+00:00",
+              "conf": {"record_root": str(root), "role": "baseline"}} for night in NIGHTS],
+            env=env, timeout=900,
+        )
+        good, regressed = results[:2], results[2]
+        assert [r.state for r in good] == ["success", "success"], good[-1].output[-6000:]
+        assert regressed.state == "failed", regressed.output[-6000:]
+        assert regressed.task_state("metric_gate.evaluate_gate") == "failed"
+        mails, posts = list(mailbox.mails), list(webhook.posts)
+
+    link = (f"http://airflow.example:8080/dags/{DAG_ID}/runs/{regressed.run_id.replace(':', '%3A').replace('+', '%2B')}"
+            "/tasks/metric_gate.evaluate_gate/plugin/metric-gate-task")
+    verdict = regressed.xcom["metric_gate.evaluate_gate"]
+    assert verdict["trusted"] is False and verdict["blocking"] == 2
+
+    # one email, only for the regressed night: the summary, counts, who must act, the link
+    assert len(mails) == 1, mails
+    (mail,) = mails
+    assert mail["to"] == ["rl-oncall@example.com"] and mail["from"] == "metric-gate@example.com"
+    assert mail["subject"] == "metric-gate BLOCKED: rl-7b (cuda, nightly-8xh100) night 2026-11-03"
+    assert 'REGRESSED rollout/raw_reward (steps &quot;all&quot;): 2 of 2 steps FAIL' in mail["body"]
+    counts = f"metric-gate: rl-7b run {verdict['run_id']}: NOT-TRUSTED (4 results, 2 fail, 0 error), 2 blocking"
+    assert counts in mail["body"]
+    assert "Who must act: @rl-oncall" in mail["body"]
+    assert f"metric-gate mark-untrusted --run-id {verdict['run_id']}" in mail["body"]
+    assert f'href="{link}"' in mail["body"]
+
+    # one Slack post to the webhook's path: the same lines, a button to the tab; the token is only in the path
+    assert len(posts) == 1, posts
+    (post,) = posts
+    assert post["path"] == f"/services/{TOKEN}"
+    body = post["body"]
+    assert body["text"].startswith("metric-gate BLOCKED: rl-7b (cuda, nightly-8xh100) night 2026-11-03")
+    assert 'REGRESSED rollout/raw_reward (steps "all"): 2 of 2 steps FAIL' in body["text"]
+    assert "vs baseline 0.8 (-50%" in body["text"]
+    assert body["blocks"][-1]["elements"][0]["url"] == link
+    assert TOKEN not in json.dumps(body)
+    assert TOKEN not in regressed.output
