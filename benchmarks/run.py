@@ -398,7 +398,7 @@ def bench_evaluate_stale(scale: dict, pg_url: str) -> dict:
 
         def ours(run_id: str = run_id, policy: str = policy) -> None:
             verdict = evaluate(store, run_id)
-            assert verdict["counts"]["PASS"] + verdict["counts"]["FAIL"] >= len(coords), (policy, verdict["counts"])
+            assert sum(verdict["counts"].values()) >= len(coords), (policy, verdict["counts"])
             store.set_status(run_id, "pending")
 
         out[f"evaluate_stale_{policy}_s"] = best_of(scale["repeat"], ours)

@@ -116,6 +116,8 @@ SLOW_TESTS = (
     "tests/integration/test_xcom_sizes_smoke.py",
     "tests/integration/test_policy_speed_smoke.py",
     "tests/integration/test_fuzz_inputs.py",
+    "tests/integration/test_store_plans.py",
+    "tests/integration/test_store_stalled_client.py::test_a_stalled_client_blocks_no_other_series_and_is_cut_off_in_time",
     "tests/integration/test_object_storage.py",
     "tests/integration/test_cli_limits.py::test_history_limit_at_its_bound_works_with_that_many_baseline_runs",
     "tests/integration/test_store_connection.py::test_store_that_never_answers_exits_3_within_the_connect_timeout",
