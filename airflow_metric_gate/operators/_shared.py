@@ -65,7 +65,8 @@ def run_role(role: str | None, context: Context) -> str:
     """Return the store role of this run: explicit, or from the DAG run type.
 
     :param role: ``baseline``, ``shadow``, or ``None``/``""``/``"auto"`` for the DAG run type's
-        default: scheduled and backfill runs are ``baseline``, manual and every other run ``shadow``.
+        default: scheduled, backfill and asset-triggered runs are ``baseline``, manual and every other
+        run ``shadow``.
     :param context: the task context.
     :raises AirflowFailException: ``role`` is none of these.
     """

@@ -115,7 +115,7 @@ def test_two_chains_in_one_dag_run_are_distinct_runs(db):
         ("scheduled", "auto", "baseline"),
         ("backfill", "auto", "baseline"),
         ("manual", "auto", "shadow"),
-        ("asset_triggered", "auto", "shadow"),
+        ("asset_triggered", "auto", "baseline"),  # a run the training job's Asset event made: a night
         ("manual", "baseline", "baseline"),
         ("scheduled", "shadow", "shadow"),
         ("manual", "", "shadow"),  # what a template renders for an empty param
