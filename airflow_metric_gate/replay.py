@@ -37,6 +37,7 @@ from airflow_metric_gate.judging import judge_run
 from airflow_metric_gate.pipeline import check_evaluate_options
 from airflow_metric_gate.printable import printable_copy
 from airflow_metric_gate.replay_calibrated import replay_calibrated
+from airflow_metric_gate.replay_report import replay_summary
 from airflow_metric_gate.rules import declaration_summary, rule_options
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, opened_store
 
@@ -340,10 +341,6 @@ def _replay(
         for n in nights:
             n["replayed_status"] = None
     judged_nights = [n for n in nights if n["replayed_status"] is not None]
-    changed_fail = [n["run_id"] for n in judged_nights
-                    if n["stored_status"] == "trusted" and n["replayed_status"] != "trusted"]
-    changed_pass = [n["run_id"] for n in judged_nights
-                    if n["stored_status"] == "untrusted" and n["replayed_status"] == "trusted"]
     return {
         "series": series, "backend": backend, "suite": suite,
         "settings": {"declarations": "given" if given else "stored", "history_limit": history_limit,
@@ -352,15 +349,7 @@ def _replay(
         "declarations": [g.to_dict() for g in gates.values()],
         "not_replayable": not_replayable,
         "warnings": warnings,
-        "summary": {
-            "nights": len(nights),
-            "replayable_declarations": len(gates),
-            "would_fail": sum(n["replayed_status"] != "trusted" for n in judged_nights),
-            "stored_untrusted": sum(n["stored_status"] == "untrusted" for n in nights),
-            "newly_failing": changed_fail,
-            "no_longer_failing": changed_pass,
-            "counts": {s: c for s, c in counts_total.items() if c},
-        },
+        "summary": replay_summary(nights, judged_nights, len(gates), counts_total),
     }
 
 

@@ -24,6 +24,7 @@ from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicate
 from airflow_metric_gate.enums import STATUSES
 from airflow_metric_gate.judging import judge_calibrated, judge_run, merge_judgements, outcome_of
 from airflow_metric_gate.pipeline import candidate_limit, check_evaluate_options
+from airflow_metric_gate.replay_report import replay_summary
 from airflow_metric_gate.rules import declaration_summary
 from airflow_metric_gate.store import MetricStore, StoreInputError, StoreUnavailable
 
@@ -103,10 +104,6 @@ def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str,
             report_nights.append(entry)
         done.extend(group)
 
-    changed_fail = [n["run_id"] for n in report_nights
-                    if n["stored_status"] == "trusted" and n["replayed_status"] != "trusted"]
-    changed_pass = [n["run_id"] for n in report_nights
-                    if n["stored_status"] == "untrusted" and n["replayed_status"] == "trusted"]
     gates = [{**summary, "nights_judged": judged_nights.get(key, 0), "nights_not_stored": missing_nights.get(key, 0),
               "nights_failed": len(failed.get(key, [])), "failed": failed.get(key, [])}
              for key, summary in gate_summaries.items()]
@@ -118,15 +115,7 @@ def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str,
         "declarations": gates,
         "not_replayable": [],
         "warnings": warnings,
-        "summary": {
-            "nights": len(report_nights),
-            "replayable_declarations": len(gates),
-            "would_fail": sum(n["replayed_status"] != "trusted" for n in report_nights),
-            "stored_untrusted": sum(n["stored_status"] == "untrusted" for n in report_nights),
-            "newly_failing": changed_fail,
-            "no_longer_failing": changed_pass,
-            "counts": {s: c for s, c in totals.items() if c},
-        },
+        "summary": replay_summary(report_nights, report_nights, len(gates), totals),
     }
 
 
