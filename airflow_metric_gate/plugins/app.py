@@ -299,7 +299,8 @@ def create_app() -> FastAPI:
                 if run is None or not entry["counts"].get(FAIL):
                     continue
                 key = (entry["metric_key"], entry["steps_key"], entry["constraint_key"])
-                fails = worst_failures(results, entry, CHARTS_PER_DECLARATION)
+                # a step's chart per failing step (the calibrated night's own result has no step)
+                fails = [r for r in worst_failures(results, entry, CHARTS_PER_DECLARATION) if r["step"] is not None]
                 view.more = max(int(entry["counts"][FAIL]) - len(fails), 0)
                 for r in fails:
                     rows = store.coordinate_history(
@@ -317,7 +318,8 @@ def create_app() -> FastAPI:
                     )
                     failing = set()
                     for r in results:
-                        if r["status"] == FAIL and (r["metric_key"], r["steps_key"], r["constraint_key"]) == key:
+                        if (r["status"] == FAIL and r["step"] is not None
+                                and (r["metric_key"], r["steps_key"], r["constraint_key"]) == key):
                             failing.add(r["step"])
                             bands[r["step"]] = (r["ref"], r["lo"], r["hi"])
                     view.steps_chart = steps_chart(

@@ -119,7 +119,9 @@ def summary_text(entry: Mapping) -> str:
         if first is not None and last is not None:
             where = f" at step {first}" if first == last else f" from step {first} to {last}"
         side = entry.get("side")
-        text = f"{counts[FAIL]} FAIL{where}" + (f", {side} the band" if side in ("above", "below") else "")
+        calibrated = entry.get("calibrated_night")  # the calibrated policy's night: one result, not a step
+        steps_failed = counts[FAIL] - (1 if calibrated else 0)
+        text = f"{steps_failed} FAIL{where}" + (f", {side} the band" if side in ("above", "below") else "")
         worst = entry.get("worst")
         if worst:
             step = worst["at_step"] if worst.get("at_step") is not None else worst["step"]
@@ -131,6 +133,8 @@ def summary_text(entry: Mapping) -> str:
         if night:
             text += (f"; whole night {night['side']} its band: {_num(night['statistic'])} vs "
                      f"-+{_num(night['night_mean_k'])} (night_mean_k, {night['steps']} steps)")
+        if calibrated:
+            text += f"; {calibrated['reason']}"
         parts.append(text)
     if counts.get(ERROR):
         parts.append(f"{counts[ERROR]} ERROR" + (f": {entry['error']}" if entry.get("error") else ""))

@@ -121,7 +121,8 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
     from playwright.sync_api import expect, sync_playwright
 
     verdict = ui_server.bad_verdict
-    fails = [r for r in verdict["results"] if r["status"] == "FAIL"]
+    # the failing steps (the packaged gates file is calibrated: the night's own result has no step)
+    fails = [r for r in verdict["results"] if r["status"] == "FAIL" and r["step"] is not None]
     assert fails and {r["metric_key"] for r in fails} == {"rollout/raw_reward"}
     SHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:

@@ -51,9 +51,10 @@ def _store(tmp_path_factory):
 
 def test_the_document_declares_every_route_and_its_parameters():
     paths = APP.openapi()["paths"]
-    assert set(paths) == {"/", "/series", "/task", "/mark"}
+    assert set(paths) == {"/", "/series", "/task", "/mark", "/accept"}
     assert {p["name"] for p in paths["/series"]["get"]["parameters"]} >= {"series", "backend", "suite", "declaration"}
-    assert "application/x-www-form-urlencoded" in paths["/mark"]["post"]["requestBody"]["content"]
+    for form in ("/mark", "/accept"):
+        assert "application/x-www-form-urlencoded" in paths[form]["post"]["requestBody"]["content"]
 
 
 @pytest.mark.parametrize("user", ["viewer", "admin"])
