@@ -302,7 +302,20 @@ def _finished_run(stack: AirflowStack, dag_id: str, count: int, what: str) -> di
             return None
         return runs[-1]
 
-    return stack.wait_for(what, finished, ASSET_TIMEOUT, interval=2)
+    try:
+        return stack.wait_for(what, finished, ASSET_TIMEOUT, interval=2)
+    except BaseException:
+        runs = stack.api.dag_runs(dag_id)
+        for run in runs:  # what the run's tasks did, for the report
+            for task_id, ti in stack.api.task_instances(dag_id, run["dag_run_id"]).items():
+                print(f"{dag_id} {run['dag_run_id']} {task_id}: {ti['state']} {ti.get('rendered_fields')}")
+                try:
+                    log = stack.api.get(f"/api/v2/dags/{dag_id}/dagRuns/{quote(run['dag_run_id'], safe='')}/"
+                                        f"taskInstances/{quote(task_id)}/logs/1?full_content=true")
+                    print(str(log.get("content"))[-3000:])
+                except Exception as err:  # noqa: BLE001 - a report only
+                    print(f"(no log: {err})")
+        raise
 
 
 def _produce(stack: AirflowStack, night: str, reward: float) -> None:
