@@ -81,7 +81,8 @@ class ApproveNightOperator(HITLOperator, MetricGateBaseOperator):
         kwargs.setdefault("trigger_rule", "all_done")
         kwargs.pop("params", None)  # the DAG's params arrive here too; the form asks only for the reason
         params = {}
-        params["reason"] = Param("", type="string", minLength=3, maxLength=500,
+        # null until answered: a task's params are validated when it starts, before anyone answered
+        params["reason"] = Param(None, type=["null", "string"], minLength=3, maxLength=500,
                                  description="Why: kept with the mark in the run's provenance")
         super().__init__(
             options=list(OPTIONS),

@@ -302,7 +302,29 @@ def _finished_run(stack: AirflowStack, dag_id: str, count: int, what: str) -> di
             return None
         return runs[-1]
 
-    return stack.wait_for(what, finished, ASSET_TIMEOUT, interval=2)
+    try:
+        run = stack.wait_for(what, finished, ASSET_TIMEOUT, interval=2)
+    except BaseException:
+        _print_tasks(stack, dag_id)
+        raise
+    if run["state"] != "success":
+        _print_tasks(stack, dag_id)
+    return run
+
+
+def _print_tasks(stack: AirflowStack, dag_id: str) -> None:
+    """Print what each task of the DAG's runs did (states, rendered fields, log tails), for the report."""
+    for run in stack.api.dag_runs(dag_id):
+        for task_id, ti in stack.api.task_instances(dag_id, run["dag_run_id"]).items():
+            print(f"{dag_id} {run['dag_run_id']} {task_id}: {ti['state']} {ti.get('rendered_fields')}")
+            if ti["state"] in ("failed", "deferred", "up_for_retry"):
+                try:
+                    path = (f"/api/v2/dags/{dag_id}/dagRuns/{quote(run['dag_run_id'], safe='')}/taskInstances/"
+                            f"{quote(task_id)}/logs/{ti['try_number'] or 1}?full_content=true")
+                    log = stack.api.get(path)
+                    print(str(log.get("content"))[-4000:])
+                except Exception as err:  # noqa: BLE001 - a report only
+                    print(f"(no log: {err})")
 
 
 def _produce(stack: AirflowStack, night: str, reward: float) -> None:

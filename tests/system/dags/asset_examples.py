@@ -23,4 +23,7 @@ assets_training_job = _load("assets_producer")
 assets_metric_gate = _load("assets_gate")
 assets_promote_checkpoint = _load("assets_consumer")
 for _dag in (assets_training_job, assets_metric_gate):
-    _dag.params["record_root"] = RECORDS
+    # each task took its own copy of the DAG's params when it was built: change them all
+    for _params in (_dag.params, *(t.params for t in _dag.tasks)):
+        if "record_root" in _params:
+            _params["record_root"] = RECORDS
