@@ -194,10 +194,12 @@ def test_backfill_catches_the_regressed_night_and_trusts_every_clean_one(
     assert sorted(store) == NIGHTS, f"store runs of {BACKFILL_SERIES}: {sorted(store)}"
 
     observed = []
+    verdicts = {}
     for night in NIGHTS:
         dag_run = nightly_runs[night]
         evaluate = api.task_instances(NIGHTLY_DAG, dag_run["dag_run_id"])["metric_gate.evaluate_gate"]
         verdict = api.xcom_return_value(NIGHTLY_DAG, dag_run["dag_run_id"], "metric_gate.evaluate_gate")
+        verdicts[night] = verdict
         observed.append(
             (night.isoformat(), dag_run["state"], evaluate["state"], store[night]["status"], verdict["counts"])
         )
@@ -211,13 +213,19 @@ def test_backfill_catches_the_regressed_night_and_trusts_every_clean_one(
     assert [row[:4] for row in observed] == expected, f"night, DAG run, evaluate_gate, store status, counts:\n{table}"
 
     # In order means against history: only the first night is a cold start, every later one is
-    # judged against the trusted nights before it (the regressed night excluded).
+    # judged against the trusted nights before it. The packaged gates file is calibrated, so each
+    # declaration says how many trusted nights it was judged against: the regressed night is one of
+    # them for every declaration but the reward (trust per declaration).
     first, *later = observed
     assert first[4]["INACTIVE"] == RESULTS_PER_NIGHT, table
-    for night, *_, counts in later:
-        assert counts["INACTIVE"] == 0, f"{night} was judged without its history:\n{table}"
+    for i, night in enumerate(NIGHTS):
+        reward_nights = i - (1 if REGRESSED < night else 0)
+        for d in verdicts[night]["declarations"]:
+            expected_nights = reward_nights if d["metric_key"] == "rollout/raw_reward" else i
+            assert d["nights"] == expected_nights, f"{night} {d['metric_key']} was judged without its history:\n{table}"
     regressed_counts = observed[NIGHTS.index(REGRESSED)][4]
-    assert regressed_counts["FAIL"] == 4, f"every step of rollout/raw_reward must FAIL:\n{table}"
+    # every step of rollout/raw_reward FAILs, and so does the night as a whole
+    assert regressed_counts["FAIL"] == 5, f"every step of rollout/raw_reward must FAIL:\n{table}"
     assert all(store[night]["role"] == "baseline" for night in NIGHTS)
 
 
@@ -272,7 +280,9 @@ def test_verdict_read_back_through_the_rest_api(
         assert verdict["schema"] == VERDICT_SCHEMA
         assert set(verdict["counts"]) == STATUSES
         assert all(isinstance(n, int) and n >= 0 for n in verdict["counts"].values())
-        assert sum(verdict["counts"].values()) == RESULTS_PER_NIGHT, verdict["counts"]
+        # a result per coordinate, and one more for a declaration whose night failed as a whole (calibrated)
+        nights_failed = sum(1 for r in verdict["results"] if r["status"] == "FAIL" and r["step"] is None)
+        assert sum(verdict["counts"].values()) == RESULTS_PER_NIGHT + nights_failed, verdict["counts"]
         assert verdict["run_id"] == store[night]["run_id"]
         assert (verdict["series"], verdict["role"], verdict["enforced"]) == (BACKFILL_SERIES, "baseline", True)
         assert verdict["logical_date"].startswith(night.isoformat()), verdict["logical_date"]
@@ -280,11 +290,15 @@ def test_verdict_read_back_through_the_rest_api(
         failing = [r for r in verdict["results"] if r["status"] == "FAIL"]
         assert len(failing) == verdict["counts"]["FAIL"]
         for result in failing:  # which night fails is test (a)'s business; here each FAIL explains itself
+            if result["step"] is None:  # the night as a whole (the packaged gates file is calibrated)
+                assert result["bound"] in ("night", "constraint", "blowup", "drift") and result["reason"], result
+                continue
             assert result["lo"] <= result["ref"] <= result["hi"], result
             current, lo, hi = result["current"], result["lo"], result["hi"]
             side = "below" if current < lo else "above" if current > hi else None
             assert result["side"] == side and side is not None, result
-            assert result["bound"] in ("rel", "abs_floor") and result["n"] >= 1, result
+            assert result["bound"] in ("rel", "abs_floor", "constraint", "calibrated", "blowup"), result
+            assert result["n"] >= 1, result
 
 
 # -- Assets in and out, and the approval step (examples/assets_*.py) --------------------------------
