@@ -82,7 +82,7 @@ def test_a_regressed_night_is_told_by_email_and_slack_and_good_nights_are_quiet(
     body = post["body"]
     assert body["text"].startswith("metric-gate BLOCKED: rl-7b (cuda, nightly-8xh100) night 2026-11-03")
     assert 'REGRESSED rollout/raw_reward (steps "all"): 2 of 2 steps FAIL' in body["text"]
-    assert "vs baseline 0.8 (-50%" in body["text"]
+    assert "vs baseline 0.8 (change -50%" in body["text"]
     assert body["blocks"][-1]["elements"][0]["url"] == link
     assert TOKEN not in json.dumps(body)
     assert TOKEN not in regressed.output
