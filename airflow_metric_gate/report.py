@@ -169,6 +169,10 @@ def notice_lines(verdict: Mapping) -> tuple[str, ...]:
         lines.append(f"DRIFT {drift['metric_key']} (steps {drift['steps_key']}) since {drift['start']}: "
                      f"{drift['slope'] * 100:+.2f} % a night, {_pct(drift['cumulative'])} in all"
                      + (" (continues)" if drift.get("continues") else ""))
+    for worse in verdict.get("within_night", ()) or ():
+        lines.append(f"WORSE WITHIN THE NIGHT {worse['metric_key']} (steps {worse['steps_key']}): from step "
+                     f"{worse['from_step']} on, against the steps before it"
+                     + (f" (since {worse['since']}, continues)" if worse.get("continues") else ""))
     for better in verdict.get("improvements", ()) or ():
         lines.append(f"IMPROVED {better['metric_key']} (steps {better['steps_key']}): {_pct(better['level'])} "
                      "beyond its band on the good side; not a regression")

@@ -20,7 +20,7 @@ XCOM_MAX_BYTES = 60_000
 #: A FAIL's distance divides by ``max(|ref|, DISTANCE_TINY)``, so a zero baseline still gives a number.
 DISTANCE_TINY = 1e-12
 #: The ``bound`` of the calibrated policy's declaration-level FAIL results (no step).
-CALIBRATED_NIGHT_BOUNDS = frozenset({"night", "drift", "blowup", "constraint"})
+CALIBRATED_NIGHT_BOUNDS = frozenset({"night", "drift", "blowup", "constraint", "shape"})
 
 #: A declaration: ``(metric_key, steps_key, constraint_key)``.
 DeclarationKey = tuple[str, str, str]
@@ -286,7 +286,8 @@ def calibrated_sections(gates: Mapping[DeclarationKey, Mapping], decisions: Mapp
 
     ``policy`` (``calibrated`` or ``mixed``, absent for ``reference``); ``declarations`` (each
     calibrated declaration's night: outcome, statistic, band, direction, trusted); ``level_shifts``,
-    ``drifts``, ``improvements`` and ``blowups``; ``starved`` (declarations without trusted history
+    ``drifts``, ``within_night`` (a night that got worse from some step on), ``improvements`` and
+    ``blowups``; ``starved`` (declarations without trusted history
     because earlier nights were untrusted, under every policy).
 
     :param gates: the run's declarations, by their keys.
@@ -297,7 +298,7 @@ def calibrated_sections(gates: Mapping[DeclarationKey, Mapping], decisions: Mapp
     out: dict = {}
     if decisions:
         out["policy"] = "calibrated" if len(decisions) == len(gates) else "mixed"
-        nights, shifts, drifts, better, blown = [], [], [], [], []
+        nights, shifts, drifts, better, blown, within = [], [], [], [], [], []
         for key, decision in decisions.items():
             report = decision.report  # type: ignore[attr-defined]
             outcome = decision.outcome  # type: ignore[attr-defined]
@@ -313,12 +314,15 @@ def calibrated_sections(gates: Mapping[DeclarationKey, Mapping], decisions: Mapp
                 shifts.append({**_key_fields(key), **report["adopted_shift"], "adopted": True})
             if "drift" in report:
                 drifts.append({**_key_fields(key), **report["drift"]})
+            if "shape" in report:
+                within.append({**_key_fields(key), **report["shape"]})
             if "improvement" in report:
                 better.append({**_key_fields(key), **report["improvement"]})
             if "blowup" in report:
                 blown.append({**_key_fields(key), **report["blowup"]})
         out["declarations"] = nights
-        for name, items in (("level_shifts", shifts), ("drifts", drifts), ("improvements", better),
+        for name, items in (("level_shifts", shifts), ("drifts", drifts), ("within_night", within),
+                            ("improvements", better),
                             ("blowups", blown)):
             if items:
                 out[name] = items

@@ -33,6 +33,7 @@ candidate nights the caller read, and :func:`judge_declaration` judges one night
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,11 +58,18 @@ __all__ = [
 
 #: The false-alarm rate of one declaration's night test on its regression side (both sides
 #: together for ``direction: both``).
-FALSE_ALARM = 0.0005
+FALSE_ALARM = 0.00025
 #: The false-alarm rate of each sustained-shift test (2 and 3 nights in a row, see :data:`SUSTAINED_NIGHTS`).
-SUSTAINED_FALSE_ALARM = 0.0002
+SUSTAINED_FALSE_ALARM = 0.0001
 #: The false-alarm rate of the drift test.
-DRIFT_FALSE_ALARM = 0.0002
+DRIFT_FALSE_ALARM = 0.0001
+#: The false-alarm rate of the within-night test (all its split points together, see :data:`SHAPE_SPLITS`).
+SHAPE_FALSE_ALARM = 0.00005
+#: Where the within-night test splits a night's judged steps (fractions of them): the later part is
+#: compared with the earlier part.
+SHAPE_SPLITS = (0.25, 0.5, 0.75)
+#: Judged steps each part of a split needs.
+SHAPE_PART_MIN = 5
 #: The sustained-shift test adds up the normalised ``z`` of this many nights in a row, tonight's included.
 SUSTAINED_NIGHTS = (2, 3)
 #: Trusted nights a declaration needs before its night test judges (fewer: INACTIVE, while the
@@ -331,21 +339,35 @@ def judge_declaration(
     if not judged:
         reason = "no step of tonight's record is in enough trusted nights to judge"
         return Decision("inactive", results(INACTIVE, reason), {"o": "inactive"}, report)
-    scales = {i: _scale(columns[i], refs[i]) for i in judged}
-    r_tonight = [(tonight[i][2] - refs[i]) / scales[i] for i in judged]
+    # a declaration whose trusted values are all positive is judged on the log scale (ratios)
+    log_scale = all(columns[i][0] > 0.0 for i in judged)
+    tcols = {i: [math.log(v) for v in columns[i]] for i in judged} if log_scale else {i: columns[i] for i in judged}
+    floors = {i: tcols[i][0] - 2.0 * math.log(BLOWUP_RATIO) for i in judged}
+
+    def scaled(i: int, v: float) -> float:
+        if not log_scale:
+            return v
+        return max(math.log(v), floors[i]) if v > 0.0 else floors[i]
+
+    trefs = {i: median_sorted(tcols[i]) for i in judged}
+    scales = {i: _scale(tcols[i], trefs[i]) for i in judged}
+    r_tonight = [(scaled(i, tonight[i][2]) - trefs[i]) / scales[i] for i in judged]
     level_tonight = _level([tonight[i][2] for i in judged], [refs[i] for i in judged])
     statistic = trimmed_mean(r_tonight)
     # each trusted night's deviations, step by step (column-wise: one leave-one-out rule per step)
     per_night_r: list[list[float]] = [[] for _ in history]
+    per_night_pos: list[list[int]] = [[] for _ in history]
     per_night_rel: list[list[float]] = [[] for _ in history]
-    for i in judged:
-        step, column, ref, scale = steps[i], columns[i], refs[i], scales[i]
+    for pos, i in enumerate(judged):
+        step, column, ref, scale, tref = steps[i], tcols[i], refs[i], scales[i], trefs[i]
         loo = _LeaveOneOut(column) if len(column) > 1 else None
         for j, c in enumerate(history):
             v = c.values.get(step)
             if v is None:
                 continue
-            per_night_r[j].append((v - (loo.median_without(v) if loo is not None else ref)) / scale)
+            t = math.log(v) if log_scale else v
+            per_night_r[j].append((t - (loo.median_without(t) if loo is not None else tref)) / scale)
+            per_night_pos[j].append(pos)
             per_night_rel[j].append(v / ref - 1.0 if abs(ref) > _TINY else 0.0)
     past: list[float] = []
     levels: list[float] = []
@@ -378,7 +400,7 @@ def judge_declaration(
                 worse = sustained["side"]
     better = None if worse else _better_side(direction, z, q)
     report.update(statistic=statistic, center=center, sd=sd, z=z, threshold=q, level=level_tonight,
-                  steps_judged=len(judged), false_alarm=FALSE_ALARM)
+                  steps_judged=len(judged), false_alarm=FALSE_ALARM, scale="log" if log_scale else "linear")
     lo_r, hi_r = center - q * sd, center + q * sd
     step_results: list[Result] = []
     driving: list[int | None] = []
@@ -388,8 +410,10 @@ def judge_declaration(
             step_results.append(Result(*key, step, at, INACTIVE, current=value, n=len(column),
                                        reason=f"in {len(column)} of {n} trusted night(s): too few to judge"))
             continue
-        ref, scale = refs[idx], scales[idx]
-        lo, hi = ref + lo_r * scale, ref + hi_r * scale
+        ref, scale, tref = refs[idx], scales[idx], trefs[idx]
+        lo, hi = tref + lo_r * scale, tref + hi_r * scale
+        if log_scale:
+            lo, hi = math.exp(min(lo, 700.0)), math.exp(min(hi, 700.0))
         result = Result(*key, step, at, PASS, current=value, ref=ref, n=len(column), lo=lo, hi=hi, bound="calibrated")
         side = "above" if value > hi else "below" if value < lo else None
         if worse and side == worse:
@@ -448,6 +472,39 @@ def judge_declaration(
         stored = {"o": outcome, "side": worse, "z": z, "zn": zn, "level": level_tonight, "since": since_run,
                   "since_date": since_date, "nights": nights, "cause": f"{key[0]}: level {_pct(level_tonight)}"}
         return Decision(outcome, step_results + [night], stored, report)
+
+    shape = _shape(direction, r_tonight, per_night_r, per_night_pos) if len(judged) >= MANY_STEPS else None
+    if shape is not None:
+        side, cut = shape["side"], shape["cut"]
+        from_step = steps[judged[cut]]
+        continues = bool(previous is not None and previous.get("shape") and previous.get("shape_side") == side
+                         and previous.get("since"))
+        since_run = previous["since"] if continues else run_id
+        since_date = previous.get("since_date", logical_date) if continues else logical_date
+        nights = (int(previous.get("nights", 1)) + 1) if continues else 1
+        for pos in range(cut, len(judged)):
+            result = step_results[judged[pos]]
+            if result.ref is not None and result.current is not None and result.status == PASS and (
+                    (result.current > result.ref) == (side == "above")) and result.current != result.ref:
+                result.status, result.side, result.bound = FAIL, side, "calibrated"
+                result.reason = (f"{_fmt(result.current)} is on the failing side of its median {_fmt(result.ref)} "
+                                 f"from step {from_step} on, where the night got worse than its earlier steps")
+                driving.append(result.step)
+        shape.update(from_step=from_step, since=since_date, since_run_id=since_run, nights=nights,
+                     continues=continues)
+        report["shape"] = {k: v for k, v in shape.items() if k != "cut"}
+        report["driven_by"] = driving[:50]
+        report["driven_count"] = len(driving)
+        text = (f"within the night: from step {from_step} on the steps are worse than the steps before it "
+                f"(t = {_fmt(shape['t'])} against {shape['nights_judged']} trusted night(s)' same contrast, band "
+                f"-+{_fmt(shape['threshold'])}); the night's level {_pct(level_tonight)} against the baseline"
+                + (f" (night {nights} since {since_date}, reported on its first night)" if continues else ""))
+        night = Result(*key, None, None, FAIL, current=shape["t"], ref=0.0, n=shape["nights_judged"],
+                       lo=-shape["threshold"], hi=shape["threshold"], side=side, bound="shape", reason=text)
+        stored = {"o": "shift" if continues else "fail", "shape": True, "shape_side": side, "z": z, "zn": zn,
+                  "level": level_tonight, "since": since_run, "since_date": since_date, "nights": nights,
+                  "cause": f"{key[0]}: worse from step {from_step} on"}
+        return Decision(stored["o"], step_results + [night], stored, report)
 
     drift = _drift(direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS)
     if drift is not None:
@@ -613,32 +670,79 @@ def _better_side(direction: str, z: float, q: float) -> str | None:
     return None
 
 
+def _shape(direction: str, r_tonight: Sequence[float], per_night_r: Sequence[Sequence[float]],
+           per_night_pos: Sequence[Sequence[int]]) -> dict | None:
+    """The within-night test: the later steps of the night against its earlier steps.
+
+    For each split point of :data:`SHAPE_SPLITS`, the contrast ``C`` is the trimmed mean of the
+    later steps' deviations minus the earlier steps'.  Whatever moves every step of a night
+    together (the per-night factor, a legitimate level change) cancels in ``C``; a night that
+    got worse part-way (a plateau, a collapse from some step on) does not.  Tonight's ``C`` is
+    compared with the same contrast of every trusted night (Student's ``t`` prediction bound, all
+    split points together at :data:`SHAPE_FALSE_ALARM`).
+
+    :param r_tonight: tonight's deviations of the judged steps, in step order.
+    :param per_night_r: each trusted night's deviations (against the others).
+    :param per_night_pos: the positions (in ``r_tonight``) of those deviations, increasing.
+    """
+    count = len(r_tonight)
+    cuts = sorted({round(f * count) for f in SHAPE_SPLITS} & set(range(SHAPE_PART_MIN, count - SHAPE_PART_MIN + 1)))
+    if not cuts:
+        return None
+    one_sided = direction != "both"
+    alpha = SHAPE_FALSE_ALARM / len(cuts) / (1.0 if one_sided else 2.0)
+    best: dict | None = None
+    for cut in cuts:
+        contrast = trimmed_mean(r_tonight[cut:]) - trimmed_mean(r_tonight[:cut])
+        past = []
+        for rs, ps in zip(per_night_r, per_night_pos):
+            k = bisect_left(ps, cut)
+            if k >= 3 and len(rs) - k >= 3:
+                past.append(trimmed_mean(rs[k:]) - trimmed_mean(rs[:k]))
+        if len(past) < CALIBRATION_MIN:
+            continue
+        mean, sd = mean_and_sd(past)
+        if sd <= 0.0:
+            continue
+        t = (contrast - mean) / (sd * math.sqrt(1.0 + 1.0 / len(past)))
+        threshold = t_quantile(1.0 - alpha, len(past) - 1)
+        side = _worse_side(direction, t, threshold)
+        if side is not None and (best is None or abs(t) / threshold > abs(best["t"]) / best["threshold"]):
+            best = {"cut": cut, "t": t, "threshold": threshold, "side": side, "contrast": contrast,
+                    "nights_judged": len(past), "false_alarm": SHAPE_FALSE_ALARM}
+    return best
+
+
 def _drift(direction: str, levels: list[float], tonight: float, history: Sequence[Candidate],
            logical_date: str, *, few_steps: bool) -> dict | None:
-    """The slow-drift test: the recent nights' level against the oldest half of the trusted history.
+    """The slow-drift test: the trend of the night levels over the trusted history and tonight.
 
-    The recent level is the median of the last :data:`DRIFT_RECENT` nights (one odd night does not
-    make a drift); its variance is about 0.449 of one night's for three normal nights.
+    The least-squares slope of the levels (the trusted nights', oldest first, then tonight's) is
+    tested against no trend: ``t = slope / its standard error``, Student's ``t`` with ``N - 2``
+    degrees of freedom on clean nights, at :data:`DRIFT_FALSE_ALARM` on the regression side.  A
+    drift that stays inside every night's band still tilts the line, and the nights before it
+    (the oldest of the history) anchor the line's start, so the drift cannot drag its own
+    reference along.  Its report compares tonight with the oldest half of the history.
     """
     if len(levels) < DRIFT_MIN:
         return None
     series = [*levels, tonight]
-    anchor = levels[: len(levels) // 2]
-    recent = series[-DRIFT_RECENT:]
-    a_mean, a_sd = mean_and_sd(anchor)
-    if a_sd <= 0:
+    slope, se, _ = ols_slope(series)
+    if not math.isfinite(se) or se <= 0.0:
         return None
-    diff = median_sorted(sorted(recent)) - a_mean
-    t = diff / (a_sd * math.sqrt(0.449 + 1.0 / len(anchor)))
+    t = slope / se
     one_sided = direction != "both"
-    df = min(len(anchor) - 1, HEAVY_TAIL_DF) if few_steps else len(anchor) - 1
+    df = len(series) - 2
+    if few_steps:
+        df = min(df, HEAVY_TAIL_DF)
     threshold = t_quantile(1.0 - (DRIFT_FALSE_ALARM if one_sided else DRIFT_FALSE_ALARM / 2.0), df)
     side = _worse_side(direction, t, threshold)
     if side is None:
         return None
-    slope, _, _ = ols_slope(series)
-    if (slope > 0) != (side == "above"):
-        return None
+    anchor = levels[: len(levels) // 2]
+    a_mean = math.fsum(anchor) / len(anchor)
+    if (tonight > a_mean) != (side == "above"):
+        return None  # tilted, but tonight is not off the anchor the regression way
     # the drift started after the last night on the other side of the anchor's mean
     start = len(series) - 1
     while start > 0 and (series[start - 1] > a_mean) == (side == "above"):

@@ -25,7 +25,7 @@ class ResultSchema(Schema):
     side = fields.String(required=True, allow_none=True, validate=validate.OneOf(["above", "below"]))
     bound = fields.String(required=True, allow_none=True,
                           validate=validate.OneOf(["rel", "abs_floor", "mad", "night_mean", "calibrated", "night",
-                                                   "drift", "blowup", "improvement", "constraint"]))
+                                                   "drift", "blowup", "improvement", "constraint", "shape"]))
     reason = fields.String(required=True)
     allowlist_reason = fields.String(allow_none=True)
     severity = fields.String(validate=validate.OneOf(["warn"]))
@@ -106,6 +106,7 @@ class VerdictSchema(Schema):
     declarations = fields.List(fields.Dict())
     level_shifts = fields.List(fields.Dict())
     drifts = fields.List(fields.Dict())
+    within_night = fields.List(fields.Dict())
     improvements = fields.List(fields.Dict())
     blowups = fields.List(fields.Dict())
     starved = fields.List(fields.Dict())

@@ -217,7 +217,7 @@ def test_a_shift_too_small_for_one_night_is_caught_when_it_holds():
     rng = random.Random(13)
     clean = _nights(rng, 25, 100, 0.9)  # the steps move together: one night's band is wide
     spread = 0.5 * math.sqrt(0.9 + 0.1 / 100) / 10.0  # the night level's relative spread
-    shifted = [{s: v * (1 + 3.0 * spread) for s, v in n.items()} for n in _nights(rng, 3, 100, 0.9)]
+    shifted = [{s: v * (1 + 3.5 * spread) for s, v in n.items()} for n in _nights(rng, 3, 100, 0.9)]
     decisions = _sequence(clean + shifted)
     assert all(d.outcome in ("pass", "inactive") for d in decisions[:25])
     caught = [i for i, d in enumerate(decisions[25:]) if d.outcome == "fail"]
@@ -238,3 +238,32 @@ def test_the_leave_one_out_median_is_the_median_of_the_others():
         i = rng.randrange(len(column))
         assert _LeaveOneOut(column).median_without(column[i]) == pytest.approx(
             statistics.median(column[:i] + column[i + 1:]), abs=1e-12)
+
+
+def test_a_night_that_gets_worse_part_way_fails_within_the_night_and_a_uniform_move_does_not():
+    rng = random.Random(21)
+    history = _nights(rng, 25, 100, 0.9)  # the steps move together: the night level alone cannot see it
+    own_sd = 0.5 * math.sqrt(0.1)
+    tonight = _nights(rng, 1, 100, 0.9)[0]
+    worse = {s: v + (3.0 * own_sd if s >= 50 else 0.0) for s, v in tonight.items()}
+    decision = _judge(history, worse)
+    assert decision.outcome == "fail", decision.report.get("z")
+    assert decision.report["shape"]["from_step"] in (25, 50, 75)
+    night = decision.results[-1]
+    assert night.step is None and night.bound == "shape" and "from step" in night.reason
+    assert {r.step for r in decision.results if r.status == FAIL and r.step is not None} <= set(range(25, 100))
+    # the same average change on every step is a level change, which the night test judges (it passes here)
+    uniform = {s: v + 1.5 * own_sd for s, v in tonight.items()}
+    assert _judge(history, uniform).outcome == "pass"
+
+
+def test_positive_values_are_judged_on_the_log_scale():
+    rng = random.Random(5)
+    history = [{s: math.exp(rng.gauss(0.0, 1.0)) for s in range(30)} for _ in range(20)]
+    tonight = {s: math.exp(rng.gauss(0.0, 1.0)) for s in range(30)}
+    decision = _judge(history, tonight)
+    assert decision.report["scale"] == "log"
+    step = next(r for r in decision.results if r.step is not None and r.lo is not None)
+    assert step.lo > 0.0 and step.hi - step.ref > 2.0 * (step.ref - step.lo)  # a band of ratios, not of differences
+    shifted = [{s: v - 1.0 for s, v in n.items()} for n in history]  # some values at or below zero
+    assert _judge(shifted, {s: v - 1.0 for s, v in tonight.items()}).report["scale"] == "linear"
