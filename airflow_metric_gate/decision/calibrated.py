@@ -715,34 +715,30 @@ def _shape(direction: str, r_tonight: Sequence[float], per_night_r: Sequence[Seq
 
 def _drift(direction: str, levels: list[float], tonight: float, history: Sequence[Candidate],
            logical_date: str, *, few_steps: bool) -> dict | None:
-    """The slow-drift test: the trend of the night levels over the trusted history and tonight.
+    """The slow-drift test: the recent nights' level against the oldest half of the trusted history.
 
-    The least-squares slope of the levels (the trusted nights', oldest first, then tonight's) is
-    tested against no trend: ``t = slope / its standard error``, Student's ``t`` with ``N - 2``
-    degrees of freedom on clean nights, at :data:`DRIFT_FALSE_ALARM` on the regression side.  A
-    drift that stays inside every night's band still tilts the line, and the nights before it
-    (the oldest of the history) anchor the line's start, so the drift cannot drag its own
-    reference along.  Its report compares tonight with the oldest half of the history.
+    The recent level is the median of the last :data:`DRIFT_RECENT` nights (one odd night does not
+    make a drift); its variance is about 0.449 of one night's for three normal nights.
     """
     if len(levels) < DRIFT_MIN:
         return None
     series = [*levels, tonight]
-    slope, se, _ = ols_slope(series)
-    if not math.isfinite(se) or se <= 0.0:
+    anchor = levels[: len(levels) // 2]
+    recent = series[-DRIFT_RECENT:]
+    a_mean, a_sd = mean_and_sd(anchor)
+    if a_sd <= 0:
         return None
-    t = slope / se
+    diff = median_sorted(sorted(recent)) - a_mean
+    t = diff / (a_sd * math.sqrt(0.449 + 1.0 / len(anchor)))
     one_sided = direction != "both"
-    df = len(series) - 2
-    if few_steps:
-        df = min(df, HEAVY_TAIL_DF)
+    df = min(len(anchor) - 1, HEAVY_TAIL_DF) if few_steps else len(anchor) - 1
     threshold = t_quantile(1.0 - (DRIFT_FALSE_ALARM if one_sided else DRIFT_FALSE_ALARM / 2.0), df)
     side = _worse_side(direction, t, threshold)
     if side is None:
         return None
-    anchor = levels[: len(levels) // 2]
-    a_mean = math.fsum(anchor) / len(anchor)
-    if (tonight > a_mean) != (side == "above"):
-        return None  # tilted, but tonight is not off the anchor the regression way
+    slope, _, _ = ols_slope(series)
+    if (slope > 0) != (side == "above"):
+        return None
     # the drift started after the last night on the other side of the anchor's mean
     start = len(series) - 1
     while start > 0 and (series[start - 1] > a_mean) == (side == "above"):
