@@ -5,6 +5,7 @@ The rules (docs/concepts.md, "The calibrated policy", is their contract):
 * **The night statistic.**  Each step's value is standardised against the same step of the
   declaration's trusted nights: ``r = (value - median) / (1.4826 x MAD)``.  The night statistic
   ``L`` is the 20 % trimmed mean of the steps' ``r`` (a few benign spikes do not move it).
+  A declaration whose trusted values are all positive is standardised on the log scale.
 * **Calibration.**  The same statistic is computed for every trusted night of the history,
   each against the other nights (its own value left out of each step's median).  Tonight's ``L``
   is compared with those ``L``: ``z = (L - mean) / sd``, and the night fails when ``z`` is beyond
@@ -21,6 +22,8 @@ The rules (docs/concepts.md, "The calibrated policy", is their contract):
   night's level shift: it is reported once ("level shift since ..."), does not page again, and
   after :data:`SHIFT_ADOPT` such nights the shift is adopted as the new baseline (those nights'
   history, not one night) when nobody accepted or fixed it first.
+* **Within the night.**  The later steps' deviations against the earlier steps' (a night that
+  gets worse part-way, a plateau), calibrated on the same contrast of the trusted nights.
 * **Slow drift.**  The recent nights' level is compared with the oldest half of the history (an
   anchor the drift cannot drag along, since drifting nights are judged against it): a drift on the
   regression side is reported with its start, slope and cumulative change, pages once, and is
