@@ -1,25 +1,38 @@
 """The "Metric gate" view in a real Airflow 3 UI: rendered pages, charts, and who may see and mark what.
 
 Drives ``/usr/bin/chromium`` through Playwright (never a browser Playwright downloads) against the
-api-server of ``ui_server`` (see ``conftest.py``), and writes screenshots of both pages to
-``docs/img/`` for the runbook's on-call section.
+api-server of ``ui_server`` (see ``conftest.py``), and takes screenshots of both pages: into a
+temporary folder, or into ``docs/img/`` (the runbook's on-call section) when
+``METRIC_GATE_REFRESH_DOCS_IMAGES=1`` asks to refresh the docs images.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
+from pathlib import Path
 
 import pytest
 from _ui_env import BACKEND, CHROMIUM, DAG_ID, PASSWORDS, REPO_ROOT, SERIES, SUITE, UiServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres]
 
-SHOTS = REPO_ROOT / "docs" / "img"
+#: Set to ``1`` to write the screenshots over the tracked ``docs/img/*.png`` (else a temporary folder).
+REFRESH_DOCS_IMAGES = "METRIC_GATE_REFRESH_DOCS_IMAGES"
+DOCS_IMAGES = REPO_ROOT / "docs" / "img"
 LAUNCH_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where the screenshots go: ``docs/img/`` only when asked to refresh them, else a temporary folder."""
+    if os.environ.get(REFRESH_DOCS_IMAGES) == "1":
+        return DOCS_IMAGES
+    return tmp_path
 
 
 def _task_path(server: UiServer) -> str:
@@ -117,14 +130,14 @@ def _login(page, server: UiServer, user: str) -> None:  # noqa: ANN001
     page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
 
 
-def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server: UiServer) -> None:
+def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server: UiServer, shots: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     verdict = ui_server.bad_verdict
     # the failing steps (the packaged gates file is calibrated: the night's own result has no step)
     fails = [r for r in verdict["results"] if r["status"] == "FAIL" and r["step"] is not None]
     assert fails and {r["metric_key"] for r in fails} == {"rollout/raw_reward"}
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
         try:
@@ -163,7 +176,7 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
             expect(steps.locator(".mg-point.mg-step-fail")).to_have_count(len(fails))
             expect(steps.locator("polygon.mg-band")).to_have_count(1)
             page.wait_for_timeout(500)
-            page.screenshot(path=str(SHOTS / "ui-task-instance.png"))
+            page.screenshot(path=str(shots / "ui-task-instance.png"))
 
             # The series page, reached from the navigation entry.
             page.goto(f"{ui_server.url}/plugin/metric-gate")
@@ -194,7 +207,7 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
             page.wait_for_timeout(500)
             page.set_viewport_size({"width": 1280, "height": 1000})
             page.wait_for_timeout(300)
-            page.screenshot(path=str(SHOTS / "ui-series.png"))
+            page.screenshot(path=str(shots / "ui-series.png"))
 
             # An admin marks the regressed night trusted from the series page (inside the UI's iframe).
             admin = browser.new_page(viewport={"width": 1280, "height": 1000})
