@@ -180,3 +180,35 @@ def test_step_band_is_the_band_the_judging_function_uses_including_the_mad_band(
     assert step_band({0: 1.3}, {0: baseline}, plain)[0] == pytest.approx((1.0, 0.95, 1.05))
     assert step_band({0: 1.3}, {0: baseline}, plain, aggregate="median")[0] == pytest.approx((1.0, 0.95, 1.05))
     assert step_band({0: 1.3}, {0: baseline[:2]}, robust, min_history=3) == {}  # cold start: no band
+
+
+def test_task_page_shows_each_declarations_own_trust_and_why_it_is_starved():
+    f1 = ("eval/f1", '"last"', '{"rel_down":0.1}')
+    typo = ("eval/f1_scroe", '"last"', '{"rel_down":0.1}')
+    verdict = {"series": "s", "backend": "cuda", "suite": "n", "role": "baseline", "logical_date": "2026-11-06",
+               "run_id": "af-1", "trusted": False, "blocking": 1, "policy": "calibrated",
+               "counts": {"PASS": 1, "FAIL": 0, "INACTIVE": 0, "ERROR": 1}, "results": [_error(typo)],
+               "declarations": [
+                   {**dict(zip(("metric_key", "steps_key", "constraint_key"), REWARD)), "outcome": "pass",
+                    "trusted": True, "nights": 12, "z": 0.42, "threshold": 3.1, "level": -0.012},
+                   {**dict(zip(("metric_key", "steps_key", "constraint_key"), typo)), "outcome": "error",
+                    "trusted": False},
+               ],
+               "starved": [{**dict(zip(("metric_key", "steps_key", "constraint_key"), f1)),
+                            "reason": "no trusted night since 2026-11-01: every night was untrusted because "
+                                      "eval/f1_scroe is absent from the record"}]}
+    summary, own = verdict_summary(verdict)
+    html = task_page(verdict, [DeclarationView(entry=e) for e in summary], summary_from_verdict=own,
+                     series_href=None)
+    table = html[html.index('<table class="mg-declarations">'):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r"<tr.*?</tr>", table)[1:]
+    assert len(rows) == 3  # both calibrated declarations, then the starved reference one
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in rows]
+    assert cells[0][1:6] == ["pass", "yes", "12", "z 0.42 vs -+3.1", "-1.2 %"]
+    assert cells[1][1:3] == ["error", "no"] and cells[1][6] == "-"
+    assert "eval/f1 " in cells[2][0] and cells[2][2] == "run&#x27;s trust"
+    assert "eval/f1_scroe is absent from the record" in cells[2][6] and 'class="mg-starved"' in rows[2]
+    # a reference verdict that names nothing per declaration has no such table
+    plain = {k: v for k, v in verdict.items() if k not in ("declarations", "starved", "policy")}
+    assert "mg-declarations" not in task_page(plain, [], summary_from_verdict=True, series_href=None)
