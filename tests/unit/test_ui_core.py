@@ -212,3 +212,29 @@ def test_task_page_shows_each_declarations_own_trust_and_why_it_is_starved():
     # a reference verdict that names nothing per declaration has no such table
     plain = {k: v for k, v in verdict.items() if k not in ("declarations", "starved", "policy")}
     assert "mg-declarations" not in task_page(plain, [], summary_from_verdict=True, series_href=None)
+
+
+def test_night_points_keep_each_nights_measure_and_skip_nights_without_one():
+    from types import SimpleNamespace
+
+    from airflow_metric_gate.plugins.charts import night_chart
+    from airflow_metric_gate.plugins.data import MEASURE_DISTANCE, MEASURE_Z, night_points, outcome_key
+
+    def run(day, outcome):
+        return SimpleNamespace(run_id=f"r{day}", logical_date=T0 + timedelta(days=day),
+                               outcomes={} if outcome is None else {outcome_key(*REWARD): outcome})
+
+    runs = [run(4, {"o": "fail", "z": -9.0, "q": 4.0}), run(3, {"o": "pass", "z": 0.5}),  # 3: stored before q
+            run(2, {"o": "inactive"}), run(1, None), run(0, {"o": "pass", "z": 1.0, "q": 5.0})]
+    measure, points = night_points(runs, REWARD)
+    assert measure == MEASURE_Z
+    assert [(p.run_id, p.value, p.lo, p.hi) for p in points] == [
+        ("r0", 1.0, -5.0, 5.0), ("r3", 0.5, None, None), ("r4", -9.0, -4.0, 4.0)]  # oldest first
+    svg = night_chart(points, measure, label="reward")
+    assert 'data-nights="2"' in svg and len(re.findall(r'class="mg-point mg-night ', svg)) == 3
+    reference = [run(0, {"o": "pass", "d": 0.0}), run(1, {"o": "fail", "d": 0.25}), run(2, {"o": "error"})]
+    measure, points = night_points(reference, REWARD)
+    assert measure == MEASURE_DISTANCE and [p.value for p in points] == [0.0, 0.25]
+    svg = night_chart(points, measure, label="reward")
+    assert 'data-measure="distance"' in svg and "mg-band" not in svg  # its band is the edge at 0
+    assert "No night of reward" in night_chart([], MEASURE_Z, label="reward")
