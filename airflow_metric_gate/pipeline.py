@@ -42,7 +42,7 @@ from airflow_metric_gate.selection import LAST_STEP, Selection, dropped_warnings
 from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
 from airflow_metric_gate.store.errors import RunRewritten
 from airflow_metric_gate.store.rows import PROVENANCE_COLUMNS, WindowRun
-from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, build_verdict, calibrated_sections
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, band_distance, build_verdict, calibrated_sections
 
 SELECTION_PAYLOAD_VERSION = 1
 
@@ -434,8 +434,11 @@ def evaluate(
             [e for e in run_errors if e[0] not in calibrated],
             min_history=min_history, aggregate=aggregate, all_results=all_results,
         )
+        worst = _worst_distances(judgement)
         for key in reference_gates:
-            outcomes[_outcome_key(key)] = {"o": outcome_of(judgement.per_declaration[key])}
+            night = outcome_of(judgement.per_declaration[key])
+            outcomes[_outcome_key(key)] = {"o": night, "d": worst.get(key, 0.0)} if night in ("pass", "fail") \
+                else {"o": night}
         starved = [key for key in reference_gates if _cold(judgement, key)]
         if starved:
             candidates = store.judged_candidates(run_id, candidate_limit(history_limit))
@@ -450,7 +453,7 @@ def evaluate(
                                  history_limit=history_limit, min_history=min_history, all_results=all_results)
         decisions = part.decisions
         for key, decision in decisions.items():
-            outcomes[_outcome_key(key)] = decision.stored
+            outcomes[_outcome_key(key)] = _with_threshold(decision.stored, decision.report)
             if decision.report.get("starved"):
                 starved_reasons[key] = decision.report["starved"]
         judgement = part.judgement if judgement is None else merge_judgements(judgement, part.judgement)
@@ -496,6 +499,36 @@ def evaluate(
         store.set_status(run_id, RunStatus.TRUSTED.value if trusted else RunStatus.UNTRUSTED.value, reason,
                          enforce=bool(enforce), outcomes=outcomes, write_version=run.write_version)
     return verdict
+
+
+def _worst_distances(judgement: RunJudgement) -> dict[tuple[str, str, str], float]:
+    """Return each reference declaration's worst FAIL distance outside its band (the night chart's measure).
+
+    A declaration without a FAIL is absent (its night's worst distance is 0: every step inside its band).
+
+    :param judgement: the reference declarations' judgement (its FAIL results are always kept).
+    """
+    worst: dict[tuple[str, str, str], float] = {}
+    for _, r, _ in judgement.results:
+        if r.status != FAIL or None in (r.current, r.ref, r.lo, r.hi):
+            continue
+        key = (r.metric_key, r.steps_key, r.constraint_key)
+        worst[key] = max(worst.get(key, 0.0), band_distance(r.current, r.ref, r.lo, r.hi))
+    return worst
+
+
+def _with_threshold(stored: Mapping[str, Any], report: Mapping[str, Any]) -> dict:
+    """Return a calibrated declaration's stored outcome with its night band (``q``: ``z`` passes within ``-+q``).
+
+    Kept for the UI's night chart only; no decision reads it, and outcomes stored without it stay valid.
+
+    :param stored: the decision's outcome for ``runs.outcomes``.
+    :param report: the decision's report (its ``threshold``, when the night was judged).
+    """
+    out = dict(stored)
+    if "z" in out and isinstance(report.get("threshold"), (int, float)):
+        out["q"] = report["threshold"]
+    return out
 
 
 def _outcome_key(key: tuple[str, str, str]) -> str:

@@ -30,9 +30,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from airflow_metric_gate.accept import accept_level
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, FAIL
 from airflow_metric_gate.plugins import auth
-from airflow_metric_gate.plugins.charts import coordinate_chart, steps_chart
+from airflow_metric_gate.plugins.charts import coordinate_chart, night_chart, steps_chart
 from airflow_metric_gate.plugins.data import (
     history_points,
+    night_points,
     overview_grid,
     regressed_declaration,
     step_band,
@@ -255,11 +256,15 @@ def create_app() -> FastAPI:
             for r in runs
             if r.provenance.get("dag_id") in editable
         }
+        nights = ""
+        if chosen[0] is not None:
+            measure, points = night_points(runs[:q["nights"]], chosen)
+            nights = night_chart(points, measure, label=f"{chosen[0]} over the nights")
         overview = overview_table(identity, overview_grid(runs, picker.declarations), picker.declarations,
                                   q["nights"])
         page_html = series_page(
             identity, runs, page_number=q["page"], has_next=has_next, picker=picker, chart=chart, mark_forms=forms,
-            overview=overview,
+            overview=overview, nights_chart=nights,
         )
         return _html(page_html)
 
@@ -293,6 +298,8 @@ def create_app() -> FastAPI:
                 scope = {"dag_ids": allowed | {q["dag_id"]}, "include_unowned": unowned}
                 series_href = series_link(run.series, run.backend, run.suite)
                 gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
+            calibrated_keys = {(d.get("metric_key"), d.get("steps_key"), d.get("constraint_key"))
+                               for d in verdict.get("declarations") or () if isinstance(d, Mapping)}
             for entry in summary:
                 view = DeclarationView(entry=entry, series_href=series_href)
                 views.append(view)
@@ -312,20 +319,30 @@ def create_app() -> FastAPI:
                     view.charts.append((r, coordinate_chart(history_points(rows, run.run_id), band, label=label)))
                 if steps_label(key[1]) == "all" and key in gates:
                     values = store.declaration_values(run.run_id, *key)
-                    bands = step_band(
+                    calibrated = key in calibrated_keys
+                    # the calibrated policy judged its steps with its own step bands: draw only those the
+                    # verdict lists, never the reference band it did not use
+                    bands = {} if calibrated else step_band(
                         {v.step: v.value for v in values},
                         store.declaration_baselines(run.run_id, *key, DEFAULT_HISTORY_LIMIT), gates[key],
                     )
                     failing = set()
                     for r in results:
-                        if (r["status"] == FAIL and r["step"] is not None
-                                and (r["metric_key"], r["steps_key"], r["constraint_key"]) == key):
+                        if r["step"] is None or (r["metric_key"], r["steps_key"], r["constraint_key"]) != key:
+                            continue
+                        if r["status"] == FAIL:
                             failing.add(r["step"])
+                        if r["status"] == FAIL or (calibrated and r.get("lo") is not None):
                             bands[r["step"]] = (r["ref"], r["lo"], r["hi"])
                     view.steps_chart = steps_chart(
-                        [(v.step, v.value) for v in values], bands, failing, label=f"{key[0]} over training steps"
+                        [(v.step, v.value) for v in values], bands, failing, label=f"{key[0]} over training steps",
+                        band_kind="calibrated" if calibrated else "reference",
                     )
                     view.steps_note = (
+                        "Calibrated policy: the band drawn is each listed step's own band as the verdict judged it "
+                        "(its median over the declaration's trusted nights, widened to the night's threshold); "
+                        "the night is decided as a whole, so a step the verdict does not list (it passed, and the "
+                        "verdict lists failures only) has no band here." if calibrated else
                         "The band of a failing step is the one the verdict used; other steps show the band the "
                         f"declaration judges them with over the {DEFAULT_HISTORY_LIMIT} latest trusted baseline runs."
                     )

@@ -17,6 +17,8 @@ from airflow_metric_gate.plugins.data import (
     KIND_TONIGHT,
     KIND_TRUSTED,
     KIND_UNTRUSTED,
+    MEASURE_Z,
+    NightPoint,
     Point,
 )
 
@@ -164,6 +166,7 @@ def steps_chart(
     failing: set[int],
     *,
     label: str,
+    band_kind: str = "reference",
 ) -> str:
     """Draw this run's values over training steps against the baseline band of each step.
 
@@ -171,6 +174,9 @@ def steps_chart(
     :param bands: ``{step: (ref, lo, hi)}`` for the steps that have a baseline.
     :param failing: the steps whose value FAILed.
     :param label: the chart's accessible name.
+    :param band_kind: ``reference`` (each step's band under the reference rule) or ``calibrated``
+        (the calibrated policy's own step bands, as its verdict lists them); named in the legend
+        and in ``data-band``.
     """
     if not values:
         return f'<p class="mg-empty">No stored values of {escape(label)} in this run.</p>'
@@ -203,9 +209,65 @@ def steps_chart(
             )
     legend_y = HEIGHT - 10
     body.append(f'<rect class="mg-key mg-band-key" x="{LEFT}" y="{legend_y - 8}" width="14" height="10"/>')
-    body.append(f'<text class="mg-legend" x="{LEFT + 18}" y="{legend_y}">baseline band</text>')
+    key_text = "calibrated step band (as judged)" if band_kind == "calibrated" else "baseline band"
+    fail_x = LEFT + 40 + 7 * len(key_text)
+    body.append(f'<text class="mg-legend" x="{LEFT + 18}" y="{legend_y}">{key_text}</text>')
     body.append(
-        f'<circle class="mg-key mg-step-fail" cx="{LEFT + 130}" cy="{legend_y - 3}" r="3"/>'
-        f'<text class="mg-legend" x="{LEFT + 138}" y="{legend_y}">FAIL</text>'
+        f'<circle class="mg-key mg-step-fail" cx="{fail_x}" cy="{legend_y - 3}" r="3"/>'
+        f'<text class="mg-legend" x="{fail_x + 8}" y="{legend_y}">FAIL</text>'
     )
-    return _svg(body, label=label, points=len(values), extra=f' data-failing="{len(failing)}"')
+    return _svg(body, label=label, points=len(values),
+                extra=f' data-failing="{len(failing)}" data-band="{escape(band_kind)}"')
+
+
+def night_chart(points: Sequence[NightPoint], measure: str, *, label: str) -> str:
+    """Draw one declaration over the nights: its night measure, and the band each night was judged with.
+
+    Under the calibrated policy the measure is the night statistic ``z`` and the band ``-q..q`` of each
+    night; under the reference policy it is the worst distance outside a step's band (0: every step
+    inside), so the band is its edge at 0.  Each point is a night (``mg-night-<outcome>``).
+
+    :param points: the nights, oldest first (:func:`~airflow_metric_gate.plugins.data.night_points`).
+    :param measure: ``z`` or ``distance``.
+    :param label: the chart's accessible name.
+    """
+    if not points:
+        return f'<p class="mg-empty">No night of {escape(label)} kept its night measure yet.</p>'
+    banded = [p for p in points if p.lo is not None and p.hi is not None]
+    y = _Scale(*_y_range([p.value for p in points] + [b for p in banded for b in (p.lo, p.hi)] + [0.0]),
+               HEIGHT - BOTTOM, TOP)
+    n = len(points)
+    step = (WIDTH - LEFT - RIGHT - 20) / max(n - 1, 1)
+    xs = [LEFT + 10 + i * step for i in range(n)] if n > 1 else [(LEFT + WIDTH - RIGHT) / 2]
+    at = {p.run_id: x for x, p in zip(xs, points)}
+    body = []
+    if measure == MEASURE_Z and banded:
+        upper = " ".join(f"{at[p.run_id]:.1f},{y(p.hi):.1f}" for p in banded)
+        lower = " ".join(f"{at[p.run_id]:.1f},{y(p.lo):.1f}" for p in reversed(banded))
+        if len(banded) == 1:  # one night: a band as wide as a marker
+            p = banded[0]
+            x0 = at[p.run_id]
+            upper = f"{x0 - 6:.1f},{y(p.hi):.1f} {x0 + 6:.1f},{y(p.hi):.1f}"
+            lower = f"{x0 + 6:.1f},{y(p.lo):.1f} {x0 - 6:.1f},{y(p.lo):.1f}"
+        body.append(f'<polygon class="mg-band" data-nights="{len(banded)}" points="{upper} {lower}"/>')
+    labels = [(xs[0], f"{points[0].logical_date:%Y-%m-%d}")]
+    if n > 1:
+        labels.append((xs[-1], f"{points[-1].logical_date:%Y-%m-%d}"))
+    body.extend(_axes(y, labels))
+    zero = "baseline (z 0)" if measure == MEASURE_Z else "band edge (distance 0)"
+    body.append(f'<line class="mg-ref" data-ref="0" x1="{LEFT}" y1="{y(0.0):.1f}" x2="{WIDTH - RIGHT}" '
+                f'y2="{y(0.0):.1f}"><title>{zero}</title></line>')
+    body.append('<polyline class="mg-line" points="'
+                + " ".join(f"{x:.1f},{y(p.value):.1f}" for x, p in zip(xs, points)) + '"/>')
+    for x, p in zip(xs, points):
+        what = f"z {_fmt(p.value)}" + (f" (band -+{_fmt(p.hi)})" if measure == MEASURE_Z and p.hi is not None else "") \
+            if measure == MEASURE_Z else f"worst distance {_fmt(p.value)}"
+        title = f"{p.logical_date:%Y-%m-%d %H:%M} {p.outcome}: {what} run {p.run_id}"
+        body.append(f'<circle class="mg-point mg-night mg-night-{escape(p.outcome)}" cx="{x:.1f}" '
+                    f'cy="{y(p.value):.1f}" r="4"><title>{escape(title)}</title></circle>')
+    legend_y = HEIGHT - 10
+    key_text = "night band (-+q)" if measure == MEASURE_Z else "0 = every step inside its band"
+    if measure == MEASURE_Z:
+        body.append(f'<rect class="mg-key mg-band-key" x="{LEFT}" y="{legend_y - 8}" width="14" height="10"/>')
+    body.append(f'<text class="mg-legend" x="{LEFT + 18}" y="{legend_y}">{key_text}</text>')
+    return _svg(body, label=label, points=n, extra=f' data-measure="{measure}"')

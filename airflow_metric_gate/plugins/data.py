@@ -313,3 +313,60 @@ def worst_step(current_by_step: Mapping[int, float], bands: Mapping[int, tuple[f
     distances = {s: band_distance(v, *bands[s]) for s, v in current_by_step.items() if s in bands}
     distances = {s: d for s, d in distances.items() if d > 0}
     return max(distances, key=distances.__getitem__) if distances else None
+
+
+#: What a declaration's night chart measures: the calibrated policy's night statistic, or the
+#: reference policy's worst distance outside a step's band.
+MEASURE_Z = "z"
+MEASURE_DISTANCE = "distance"
+
+
+@dataclass(frozen=True)
+class NightPoint:
+    """One night of a declaration, as its night chart draws it.
+
+    ``lo``/``hi`` is the band the night was judged with (``None``: not kept for that night).
+    """
+
+    run_id: str
+    logical_date: datetime
+    outcome: str
+    value: float
+    lo: float | None
+    hi: float | None
+
+
+def night_points(runs: Sequence[Any], key: tuple[str, str, str]) -> tuple[str, list[NightPoint]]:
+    """Return a declaration's nights from the runs' stored outcomes, oldest first, and what they measure.
+
+    Under the calibrated policy a night's outcome keeps ``z`` (the night statistic) and ``q`` (its band
+    ``-q..q``); under the reference policy it keeps ``d``, the worst distance outside a step's band
+    (0 inside, relative to the step's baseline).  The measure is ``z`` when the newest night that
+    kept one is calibrated; nights that kept no value of that measure (cold start, an error, outcomes
+    stored before it was kept) are left out.
+
+    :param runs: store runs (their ``outcomes``), in any order.
+    :param key: the declaration.
+    """
+    found = []
+    for run in runs:
+        o = (getattr(run, "outcomes", None) or {}).get(outcome_key(*key))
+        if isinstance(o, Mapping):
+            found.append((run, o))
+    found.sort(key=lambda x: (x[0].logical_date, x[0].run_id))
+    measure = MEASURE_DISTANCE
+    for _, o in reversed(found):
+        if isinstance(o.get("z"), (int, float)):
+            measure = MEASURE_Z
+            break
+        if isinstance(o.get("d"), (int, float)):
+            break
+    points = []
+    for run, o in found:
+        if measure == MEASURE_Z and isinstance(o.get("z"), (int, float)):
+            q = o.get("q")
+            lo, hi = (-float(q), float(q)) if isinstance(q, (int, float)) else (None, None)
+            points.append(NightPoint(run.run_id, run.logical_date, str(o.get("o")), float(o["z"]), lo, hi))
+        elif measure == MEASURE_DISTANCE and isinstance(o.get("d"), (int, float)):
+            points.append(NightPoint(run.run_id, run.logical_date, str(o.get("o")), float(o["d"]), 0.0, 0.0))
+    return measure, points

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from html import escape
 from urllib.parse import urlencode
 
+from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES
 from airflow_metric_gate.evaluation import ERROR, FAIL, INACTIVE, PASS, STATUSES
-from airflow_metric_gate.plugins.data import status_counts, steps_label, summary_text
+from airflow_metric_gate.plugins.data import ATTENTION_OUTCOMES, status_counts, steps_label, summary_text
 from airflow_metric_gate.store import RunRow
 
 STYLE = """
@@ -43,6 +44,8 @@ table.mg-grid td{padding:0;border:1px solid #fff}table.mg-grid td a{display:bloc
 .mg-o-pass{background:#7cc38c}.mg-o-inactive{background:#d5dade}.mg-o-fail{background:#d9534f}
 .mg-o-error{background:#b26a00}.mg-o-shift{background:#8e44ad}.mg-o-drift,.mg-o-drift-continues{background:#f0ad4e}
 .mg-o-blowup{background:#6d0f0f}.mg-o-pending,.mg-o-none{background:#f4f6f8}
+.mg-night-pass{fill:#1e7b34}.mg-night-inactive{fill:#9aa3ab}.mg-night-fail,.mg-night-error{fill:#c62828}
+.mg-night-shift{fill:#8e44ad}.mg-night-drift,.mg-night-drift-continues{fill:#f0ad4e}.mg-night-blowup{fill:#6d0f0f}
 """
 
 
@@ -192,7 +195,9 @@ def overview_table(identity: tuple[str, str, str], grid: Sequence[tuple[RunRow, 
         for d, outcome in zip(declarations, outcomes):
             link = series_link(series, backend, suite, nights=nights,
                                declaration=json.dumps([d["metric_key"], d["steps_key"], d["constraint_key"]]))
-            label = f"{run.logical_date:%Y-%m-%d} {d['metric_key']}: {outcome}"
+            trust = ("; feeds its history" if outcome in TRUSTING_OUTCOMES else
+                     "; does not feed its history" if outcome in ATTENTION_OUTCOMES else "")
+            label = f"{run.logical_date:%Y-%m-%d} {d['metric_key']}: {outcome}{trust}"
             cells.append(f"<td class=\"mg-cell mg-o-{escape(outcome)}\"><a href=\"{escape(link)}\" "
                          f"title=\"{escape(label)}\" aria-label=\"{escape(label)}\"></a></td>")
         rows.append(f"<tr><td>{run.logical_date:%Y-%m-%d}</td><td>{escape(run.status)}</td>{''.join(cells)}</tr>")
@@ -278,6 +283,7 @@ def series_page(
     mark_forms: Mapping[str, MarkForm],
     flash: str | None = None,
     overview: str = "",
+    nights_chart: str = "",
 ) -> str:
     """The runs of one series identity: the overview grid, the chart of the chosen coordinate, the runs.
 
@@ -290,6 +296,8 @@ def series_page(
     :param mark_forms: the runs the user may mark, by store run id.
     :param flash: a one-line note to show on top.
     :param overview: the overview grid's HTML (:func:`overview_table`).
+    :param nights_chart: the chosen declaration's night chart
+        (:func:`~airflow_metric_gate.plugins.charts.night_chart`; may be empty).
     """
     series, backend, suite = identity
     keep = {"declaration": json.dumps([picker.metric_key, picker.steps_key, picker.constraint_key])
@@ -300,7 +308,17 @@ def series_page(
     )
     if flash:
         head += f"<p class=\"mg-flash\">{escape(flash)}</p>"
-    chart_block = "<h2>History of a coordinate</h2>" + _picker(identity, picker)
+    chart_block = ""
+    if nights_chart and picker.metric_key is not None:
+        chart_block += (
+            f"<h2 class=\"mg-nights-head\">{escape(picker.metric_key)} (steps "
+            f"{escape(steps_label(picker.steps_key or ''))}) over the nights</h2>" + nights_chart
+            + "<p class=\"mg-muted\">Calibrated policy: each night's statistic z (the trimmed mean of its steps' "
+            "deviations, against the same statistic on this declaration's trusted nights) and the band -+q it was "
+            "judged with. Reference policy: each night's worst distance outside a step's band, relative to that "
+            "step's baseline (0: every step inside).</p>"
+        )
+    chart_block += "<h2>History of a coordinate</h2>" + _picker(identity, picker)
     if picker.metric_key is not None:
         step = "-" if picker.step is None else ("last" if picker.step == -1 else str(picker.step))
         chart_block += (
@@ -354,6 +372,56 @@ def _results_table(results: Iterable[Mapping]) -> str:
     return (
         "<table class=\"mg-results\"><tr><th>status</th><th>step</th><th>value</th><th>baseline</th><th>band</th>"
         "<th>n</th><th>decided by</th></tr>" + "".join(rows) + "</table>"
+    )
+
+
+def _key_of(entry: Mapping) -> tuple:
+    return entry.get("metric_key"), entry.get("steps_key"), entry.get("constraint_key")
+
+
+def trust_table(verdict: Mapping) -> str:
+    """Return each declaration's own night: its outcome, whether it feeds its history, and why it is starved.
+
+    The rows are the verdict's ``declarations`` (the calibrated policy's declarations) and, under
+    every policy, its ``starved`` entries (a declaration without trusted history, and the cause).
+    Empty when the verdict has neither (a reference verdict with no starved declaration).
+
+    :param verdict: the verdict the task pushed to XCom.
+    """
+    nights = [d for d in verdict.get("declarations") or () if isinstance(d, Mapping)]
+    starved = {_key_of(s): str(s.get("reason", "")) for s in verdict.get("starved") or () if isinstance(s, Mapping)}
+    keys = [_key_of(d) for d in nights] + [k for k in starved if k not in {_key_of(d) for d in nights}]
+    if not keys:
+        return ""
+    by_key = {_key_of(d): d for d in nights}
+    rows = []
+    for key in keys:
+        d = by_key.get(key, {})
+        if d:
+            trusted = "yes" if d.get("trusted") else "no"
+            z, q = d.get("z"), d.get("threshold")
+            statistic = f"z {_num(z)} vs -+{_num(q)}" if isinstance(z, (int, float)) and isinstance(q, (int, float)) \
+                else "-"
+            level = d.get("level")
+            level_text = f"{level * 100:+.1f} %" if isinstance(level, (int, float)) else "-"
+            outcome, nights_text = str(d.get("outcome", "-")), str(d.get("nights", "-"))
+        else:  # a reference declaration: the run's trust decides, only its starved reason is its own
+            trusted, statistic, level_text, outcome, nights_text = "run's trust", "-", "-", "-", "0"
+        reason = starved.get(key, "")
+        css = " class=\"mg-starved\"" if reason else ""
+        rows.append(
+            f"<tr{css}><td>{escape(str(key[0]))} <span class=\"mg-muted\">(steps "
+            f"{escape(steps_label(str(key[1] or '')))})</span></td><td>{escape(outcome)}</td>"
+            f"<td class=\"mg-trust\">{escape(trusted)}</td><td>{escape(nights_text)}</td><td>{escape(statistic)}</td>"
+            f"<td>{escape(level_text)}</td><td class=\"mg-starved-reason\">{escape(reason) or '-'}</td></tr>"
+        )
+    return (
+        "<h2>Each declaration tonight</h2><p class=\"mg-muted\">Trust is per declaration: a night feeds the "
+        "history of the declarations that passed on it, whatever the others did. A starved declaration has no "
+        "trusted history although earlier nights exist; the reason names since when and why.</p>"
+        "<table class=\"mg-declarations\"><tr><th>declaration</th><th>outcome</th><th>feeds its history</th>"
+        "<th>trusted nights</th><th>night statistic</th><th>level</th><th>starved</th></tr>"
+        + "".join(rows) + "</table>"
     )
 
 
@@ -417,7 +485,7 @@ def task_page(
             + (" (adopted)" if x.get("adopted") else f", {escape(str(x.get('nights')))} night(s)") + "</li>"
             for x in shifts)
         head += f"<h2>Level shifts</h2><ul class=\"mg-shifts\">{items}</ul>" + (f"<p>{accept}</p>" if accept else "")
-    body = [head, "<h2>What regressed</h2>", summary]
+    body = [head, "<h2>What regressed</h2>", summary, trust_table(verdict)]
     warnings = [w for w in verdict.get("warnings", None) or () if isinstance(w, Mapping)]
     if warnings:
         items = "".join(f"<li>{escape(str(w.get('message', '')))}</li>" for w in warnings)

@@ -1,25 +1,38 @@
 """The "Metric gate" view in a real Airflow 3 UI: rendered pages, charts, and who may see and mark what.
 
 Drives ``/usr/bin/chromium`` through Playwright (never a browser Playwright downloads) against the
-api-server of ``ui_server`` (see ``conftest.py``), and writes screenshots of both pages to
-``docs/img/`` for the runbook's on-call section.
+api-server of ``ui_server`` (see ``conftest.py``), and takes screenshots of both pages: into a
+temporary folder, or into ``docs/img/`` (the runbook's on-call section) when
+``METRIC_GATE_REFRESH_DOCS_IMAGES=1`` asks to refresh the docs images.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import urllib.parse
+from pathlib import Path
 
 import pytest
 from _ui_env import BACKEND, CHROMIUM, DAG_ID, PASSWORDS, REPO_ROOT, SERIES, SUITE, UiServer
 
 pytestmark = [pytest.mark.browser, pytest.mark.postgres]
 
-SHOTS = REPO_ROOT / "docs" / "img"
+#: Set to ``1`` to write the screenshots over the tracked ``docs/img/*.png`` (else a temporary folder).
+REFRESH_DOCS_IMAGES = "METRIC_GATE_REFRESH_DOCS_IMAGES"
+DOCS_IMAGES = REPO_ROOT / "docs" / "img"
 LAUNCH_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]
+
+
+@pytest.fixture
+def shots(tmp_path: Path) -> Path:
+    """Where the screenshots go: ``docs/img/`` only when asked to refresh them, else a temporary folder."""
+    if os.environ.get(REFRESH_DOCS_IMAGES) == "1":
+        return DOCS_IMAGES
+    return tmp_path
 
 
 def _task_path(server: UiServer) -> str:
@@ -117,14 +130,14 @@ def _login(page, server: UiServer, user: str) -> None:  # noqa: ANN001
     page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
 
 
-def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server: UiServer) -> None:
+def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server: UiServer, shots: Path) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     verdict = ui_server.bad_verdict
     # the failing steps (the packaged gates file is calibrated: the night's own result has no step)
     fails = [r for r in verdict["results"] if r["status"] == "FAIL" and r["step"] is not None]
     assert fails and {r["metric_key"] for r in fails} == {"rollout/raw_reward"}
-    SHOTS.mkdir(parents=True, exist_ok=True)
+    shots.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
         try:
@@ -163,7 +176,7 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
             expect(steps.locator(".mg-point.mg-step-fail")).to_have_count(len(fails))
             expect(steps.locator("polygon.mg-band")).to_have_count(1)
             page.wait_for_timeout(500)
-            page.screenshot(path=str(SHOTS / "ui-task-instance.png"))
+            page.screenshot(path=str(shots / "ui-task-instance.png"))
 
             # The series page, reached from the navigation entry.
             page.goto(f"{ui_server.url}/plugin/metric-gate")
@@ -182,11 +195,19 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
             expect(frame.locator("svg.mg-chart .mg-point.mg-untrusted")).to_have_count(1)
             grid.locator("td.mg-o-fail a").click()  # a cell opens its declaration's chart
             expect(frame.locator("h3")).to_contain_text(worst["metric_key"], timeout=60_000)
+            # ... and its night chart: the calibrated night statistic of each judged night against its band
+            night_chart = frame.locator("svg.mg-chart[data-measure='z']")
+            expect(night_chart).to_have_count(1)
+            expect(frame.locator("h2.mg-nights-head")).to_contain_text(f"{worst['metric_key']} (steps all) over the "
+                                                                       "nights")
+            expect(night_chart.locator(".mg-point.mg-night-fail")).to_have_count(1)
+            judged = night_chart.locator(".mg-point.mg-night").count()
+            expect(night_chart.locator("polygon.mg-band")).to_have_attribute("data-nights", str(judged))
             frame.locator("select[name=declaration]").select_option(
                 label=f"{fails[0]['metric_key']} (steps all)"
             )
             frame.get_by_role("button", name="chart").click()
-            chart = frame.locator("svg.mg-chart")
+            chart = frame.locator("svg.mg-chart:not([data-measure])")  # the coordinate's chart, not the night chart
             expect(chart).to_have_count(1, timeout=60_000)
             expect(frame.locator("h3")).to_contain_text(fails[0]["metric_key"])
             expect(chart.locator(".mg-point")).to_have_count(ui_server.nights)
@@ -194,7 +215,7 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
             page.wait_for_timeout(500)
             page.set_viewport_size({"width": 1280, "height": 1000})
             page.wait_for_timeout(300)
-            page.screenshot(path=str(SHOTS / "ui-series.png"))
+            page.screenshot(path=str(shots / "ui-series.png"))
 
             # An admin marks the regressed night trusted from the series page (inside the UI's iframe).
             admin = browser.new_page(viewport={"width": 1280, "height": 1000})
@@ -223,5 +244,55 @@ def test_on_call_sees_the_regression_and_the_series_in_the_airflow_ui(ui_server:
             response = other.goto(f"{ui_server.url}{_task_path(ui_server)}")
             assert response is not None and response.status == 403
             expect(other.locator("h1")).to_have_text("Forbidden")
+        finally:
+            browser.close()
+
+
+def test_an_admin_accepts_the_reported_level_with_the_button_of_the_metric_gate_tab(ui_server: UiServer) -> None:
+    """Runs last: it rebaselines the series from the regressed night, as on-call would after a wanted change."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from airflow_metric_gate.store import open_store
+
+    verdict = ui_server.bad_verdict
+    shifts = [x for x in verdict.get("level_shifts") or () if not x.get("adopted")]
+    assert shifts, verdict.get("level_shifts")  # the regressed calibrated night reports a level shift
+    store_run = verdict["run_id"]
+    with open_store(ui_server.store_url) as store:
+        before = store.get_run(store_run)
+    assert (before.status, before.rebaseline) == ("untrusted", False)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=LAUNCH_ARGS, headless=True)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            _login(page, ui_server, "admin")
+            run = urllib.parse.quote(ui_server.bad_run_id, safe="")
+            page.goto(f"{ui_server.url}/dags/{DAG_ID}/runs/{run}/tasks/metric_gate.evaluate_gate/plugin/metric-gate-task")
+            frame = page.frame_locator("iframe[title='Metric gate']")
+            form = frame.locator("form.mg-accept")
+            expect(form).to_have_count(1, timeout=60_000)
+            button = form.get_by_role("button", name=re.compile(r"^Accept this level"))
+            expect(button).to_contain_text(f"since {str(shifts[0]['since'])[:10]}")
+            button.click()  # without a reason the browser refuses to send the form
+            with open_store(ui_server.store_url) as store:
+                assert store.get_run(store_run).rebaseline is False
+            form.locator("input[name=reason]").fill("new dataset version, the lower reward is expected")
+            button.click()
+            # back on the tab: the night is trusted now, so its mark form offers the opposite
+            expect(frame.get_by_role("button", name="mark untrusted")).to_have_count(1, timeout=60_000)
+            with open_store(ui_server.store_url) as store:
+                after = store.get_run(store_run)
+            assert (after.status, after.rebaseline) == ("trusted", True)
+            mark = after.provenance["marks"][-1]
+            assert mark["by"] == "admin" and mark["accept"] is True
+            assert mark["reason"].endswith("new dataset version, the lower reward is expected")
+            # the series page shows who accepted, when and why
+            page.goto(f"{ui_server.url}/plugin/metric-gate")
+            frame = page.frame_locator("iframe[title='Metric gate']")
+            frame.get_by_role("link", name=SERIES).click()
+            expect(frame.locator("table.mg-runs")).to_contain_text(re.compile(
+                r"accepted the level by admin at \d{4}-\d\d-\d\d \d\d:\d\d UTC: accepted level since .*new dataset "
+                r"version, the lower reward is expected"), timeout=60_000)
+            expect(frame.locator("tr.mg-run-untrusted")).to_have_count(0)
         finally:
             browser.close()

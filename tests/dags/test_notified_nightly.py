@@ -20,6 +20,7 @@ pytestmark = pytest.mark.airflow_db
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "notified_nightly.py"
 DAG_ID = "notified_nightly_gate"
+WARN_DAG_ID = "notified_nightly_warn_gate"
 NIGHTS = ("2026-11-01", "2026-11-02", "2026-11-03")
 TOKEN = "T0000/B0000/not-a-real-secret-4242"
 
@@ -86,3 +87,52 @@ def test_a_regressed_night_is_told_by_email_and_slack_and_good_nights_are_quiet(
     assert body["blocks"][-1]["elements"][0]["url"] == link
     assert TOKEN not in json.dumps(body)
     assert TOKEN not in regressed.output
+
+
+def test_a_night_that_passes_with_a_warn_failure_is_told_as_a_warning(airflow_env, tmp_path):
+    """``severity: warn`` on the reward: its -50 % night fails nothing that blocks, so the task succeeds,
+    and the task group's on-success callbacks deliver the warning with the summary to both endpoints."""
+    root = tmp_path / "records"
+    for night, reward in zip(NIGHTS, (0.8, 0.8, 0.4)):
+        _night(root, night, reward)
+    source = EXAMPLE.read_text()
+    gated = '"constraint": {"rel_up": 0.2, "rel_down": 0.2}}'
+    assert gated in source
+    assert f'dag_id="{DAG_ID}"' in source
+    dag_file = airflow_env.scratch_dags / "notified_nightly_warn.py"  # its own DAG: the session's runs never mix
+    dag_file.write_text(source.replace(gated, gated[:-1] + ', "severity": "warn"}')
+                        .replace(f'dag_id="{DAG_ID}"', f'dag_id="{WARN_DAG_ID}"'))
+    with smtp_server() as mailbox, webhook_server() as webhook:
+        env = {
+            "AIRFLOW_CONN_METRIC_GATE_DB": f"sqlite:///{tmp_path / 'metric_gate.db'}",
+            "AIRFLOW_CONN_METRIC_GATE_SMTP": json.dumps({
+                "conn_type": "smtp", "host": "127.0.0.1", "port": mailbox.port,
+                "extra": {"disable_ssl": True, "disable_tls": True}}),
+            "AIRFLOW_CONN_METRIC_GATE_SLACK": json.dumps({
+                "conn_type": "slackwebhook", "host": f"{webhook.url}/services", "password": TOKEN}),
+            "AIRFLOW__API__BASE_URL": "http://airflow.example:8080",
+        }
+        results = airflow_env.dag_tests(
+            [{"dag_id": WARN_DAG_ID, "dag_file": dag_file, "logical_date": f"{night}T00:00:00+00:00",
+              "conf": {"record_root": str(root), "role": "baseline"}} for night in NIGHTS],
+            env=env, timeout=900,
+        )
+        assert [r.state for r in results] == ["success"] * 3, results[-1].output[-6000:]
+        mails, posts = list(mailbox.mails), list(webhook.posts)
+
+    warned = results[2]
+    verdict = warned.xcom["metric_gate.evaluate_gate"]
+    assert verdict["trusted"] is False and not verdict.get("blocking")
+    assert len(mails) == 1 and len(posts) == 1, (mails, posts)  # the two quiet nights sent nothing
+    (mail,) = mails
+    assert mail["subject"] == "metric-gate WARNING: rl-7b (cuda, nightly-8xh100) night 2026-11-03"
+    assert "rollout/raw_reward" in mail["body"] and "(change -50%" in mail["body"]  # the summary, by how much
+    assert "(4 results, 2 fail, 0 error)" in mail["body"]
+    assert ", 2 blocking" not in mail["body"]  # nothing blocks: a warning, not a failure
+    run = warned.run_id.replace(":", "%3A").replace("+", "%2B")
+    link = f"http://airflow.example:8080/dags/{WARN_DAG_ID}/runs/{run}/tasks/metric_gate.evaluate_gate/plugin/metric-gate-task"
+    assert f'href="{link}"' in mail["body"]
+    body = posts[0]["body"]
+    assert body["text"].startswith("metric-gate WARNING: rl-7b (cuda, nightly-8xh100) night 2026-11-03")
+    assert "(change -50%" in body["text"] and body["blocks"][-1]["elements"][0]["url"] == link
+    assert TOKEN not in json.dumps(body) and TOKEN not in warned.output

@@ -180,3 +180,61 @@ def test_step_band_is_the_band_the_judging_function_uses_including_the_mad_band(
     assert step_band({0: 1.3}, {0: baseline}, plain)[0] == pytest.approx((1.0, 0.95, 1.05))
     assert step_band({0: 1.3}, {0: baseline}, plain, aggregate="median")[0] == pytest.approx((1.0, 0.95, 1.05))
     assert step_band({0: 1.3}, {0: baseline[:2]}, robust, min_history=3) == {}  # cold start: no band
+
+
+def test_task_page_shows_each_declarations_own_trust_and_why_it_is_starved():
+    f1 = ("eval/f1", '"last"', '{"rel_down":0.1}')
+    typo = ("eval/f1_scroe", '"last"', '{"rel_down":0.1}')
+    verdict = {"series": "s", "backend": "cuda", "suite": "n", "role": "baseline", "logical_date": "2026-11-06",
+               "run_id": "af-1", "trusted": False, "blocking": 1, "policy": "calibrated",
+               "counts": {"PASS": 1, "FAIL": 0, "INACTIVE": 0, "ERROR": 1}, "results": [_error(typo)],
+               "declarations": [
+                   {**dict(zip(("metric_key", "steps_key", "constraint_key"), REWARD)), "outcome": "pass",
+                    "trusted": True, "nights": 12, "z": 0.42, "threshold": 3.1, "level": -0.012},
+                   {**dict(zip(("metric_key", "steps_key", "constraint_key"), typo)), "outcome": "error",
+                    "trusted": False},
+               ],
+               "starved": [{**dict(zip(("metric_key", "steps_key", "constraint_key"), f1)),
+                            "reason": "no trusted night since 2026-11-01: every night was untrusted because "
+                                      "eval/f1_scroe is absent from the record"}]}
+    summary, own = verdict_summary(verdict)
+    html = task_page(verdict, [DeclarationView(entry=e) for e in summary], summary_from_verdict=own,
+                     series_href=None)
+    table = html[html.index('<table class="mg-declarations">'):]
+    table = table[:table.index("</table>")]
+    rows = re.findall(r"<tr.*?</tr>", table)[1:]
+    assert len(rows) == 3  # both calibrated declarations, then the starved reference one
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in rows]
+    assert cells[0][1:6] == ["pass", "yes", "12", "z 0.42 vs -+3.1", "-1.2 %"]
+    assert cells[1][1:3] == ["error", "no"] and cells[1][6] == "-"
+    assert "eval/f1 " in cells[2][0] and cells[2][2] == "run&#x27;s trust"
+    assert "eval/f1_scroe is absent from the record" in cells[2][6] and 'class="mg-starved"' in rows[2]
+    # a reference verdict that names nothing per declaration has no such table
+    plain = {k: v for k, v in verdict.items() if k not in ("declarations", "starved", "policy")}
+    assert "mg-declarations" not in task_page(plain, [], summary_from_verdict=True, series_href=None)
+
+
+def test_night_points_keep_each_nights_measure_and_skip_nights_without_one():
+    from types import SimpleNamespace
+
+    from airflow_metric_gate.plugins.charts import night_chart
+    from airflow_metric_gate.plugins.data import MEASURE_DISTANCE, MEASURE_Z, night_points, outcome_key
+
+    def run(day, outcome):
+        return SimpleNamespace(run_id=f"r{day}", logical_date=T0 + timedelta(days=day),
+                               outcomes={} if outcome is None else {outcome_key(*REWARD): outcome})
+
+    runs = [run(4, {"o": "fail", "z": -9.0, "q": 4.0}), run(3, {"o": "pass", "z": 0.5}),  # 3: stored before q
+            run(2, {"o": "inactive"}), run(1, None), run(0, {"o": "pass", "z": 1.0, "q": 5.0})]
+    measure, points = night_points(runs, REWARD)
+    assert measure == MEASURE_Z
+    assert [(p.run_id, p.value, p.lo, p.hi) for p in points] == [
+        ("r0", 1.0, -5.0, 5.0), ("r3", 0.5, None, None), ("r4", -9.0, -4.0, 4.0)]  # oldest first
+    svg = night_chart(points, measure, label="reward")
+    assert 'data-nights="2"' in svg and len(re.findall(r'class="mg-point mg-night ', svg)) == 3
+    reference = [run(0, {"o": "pass", "d": 0.0}), run(1, {"o": "fail", "d": 0.25}), run(2, {"o": "error"})]
+    measure, points = night_points(reference, REWARD)
+    assert measure == MEASURE_DISTANCE and [p.value for p in points] == [0.0, 0.25]
+    svg = night_chart(points, measure, label="reward")
+    assert 'data-measure="distance"' in svg and "mg-band" not in svg  # its band is the edge at 0
+    assert "No night of reward" in night_chart([], MEASURE_Z, label="reward")
