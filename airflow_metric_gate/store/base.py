@@ -339,22 +339,36 @@ class MetricStore:
 
     def _points_of(self, cur: Any, run_key: int, values: Sequence[ValueRow]) -> tuple[list[tuple], list[Block]]:
         """Return a night's ``metric_points`` rows and its blocks, numbering coordinates first seen."""
-        order = sorted(range(len(values)), key=lambda i: values[i].ordinal)
-        by_declaration: dict[tuple[str, str, str], list[int]] = {}
-        for i in order:
-            v = values[i]
-            by_declaration.setdefault((v.metric_key, v.steps_key, v.constraint_key), []).append(v.step)
-        declarations = self._declaration_ids(cur, list(by_declaration), add=True)
-        coordinates = {key: self._coordinate_ids(cur, declarations[key], steps)
-                       for key, steps in by_declaration.items()}
-        rows = []
-        placed = []
-        for i in order:
-            v = values[i]
-            key = (v.metric_key, v.steps_key, v.constraint_key)
-            coordinate = coordinates[key][v.step]
-            rows.append((run_key, coordinate, float(v.value), stored_at_step(v.step, v.at_step)))
-            placed.append((v.ordinal, coordinate, declarations[key]))
+        ordinals = [v.ordinal for v in values]
+        if any(a >= b for a, b in zip(ordinals, ordinals[1:])):
+            values = sorted(values, key=lambda v: v.ordinal)
+        # a night's values come declaration by declaration: one group per run of equal keys
+        groups: list[tuple[tuple[str, str, str], list[ValueRow]]] = []
+        last: tuple[str, str, str] | None = None
+        members: list[ValueRow] = []
+        for v in values:
+            if last is None or v.metric_key != last[0] or v.steps_key != last[1] or v.constraint_key != last[2]:
+                last = (v.metric_key, v.steps_key, v.constraint_key)
+                members = []
+                groups.append((last, members))
+            members.append(v)
+        steps_of: dict[tuple[str, str, str], list[int]] = {}
+        for key, group in groups:
+            steps_of.setdefault(key, []).extend(v.step for v in group)
+        declarations = self._declaration_ids(cur, list(steps_of), add=True)
+        coordinates = {key: self._coordinate_ids(cur, declarations[key], steps) for key, steps in steps_of.items()}
+        rows: list[tuple] = []
+        placed: list[tuple[int, int, int]] = []
+        for key, group in groups:
+            known = coordinates[key]
+            declaration = declarations[key]
+            for v in group:
+                step = v.step
+                coordinate = known[step]
+                at_step = v.at_step
+                stored = None if at_step == step else stored_at_step(step, at_step)
+                rows.append((run_key, coordinate, float(v.value), stored))
+                placed.append((v.ordinal, coordinate, declaration))
         rows.sort(key=lambda r: r[1])
         return rows, blocks_of(placed)
 
