@@ -36,6 +36,7 @@ import psycopg2
 from _common import best_of, fresh_database
 
 from airflow_metric_gate.store.postgres import PostgresStore
+from airflow_metric_gate.store.schema import SCHEMA_VERSION_TABLE, migration_statements
 
 SCALES = {
     "full": {"nights": 365, "metrics": 100, "steps": 1000, "other_nights": 30, "repeat": 5},
@@ -54,9 +55,17 @@ def _fresh_database(admin_url: str) -> tuple[str, Callable[[], None]]:
 
 
 def build(url: str, scale: dict) -> None:
-    """Create the schema, load the history inside the server, then build the indexes and analyze."""
+    """Create the text-keyed schema (version 5), load the history inside the server, upgrade, analyze.
+
+    The upgrade to the integer-keyed schema (version 6) copies every value: the benchmark's store
+    is what an upgraded production store is.
+    """
     store = PostgresStore.from_url(url)
-    store.upgrade()
+    with store._transaction(schema=False) as cur:
+        for version in range(1, 6):
+            for statement in migration_statements(version, "postgres"):
+                cur.execute(statement)
+            cur.execute(f"INSERT INTO {SCHEMA_VERSION_TABLE} (version, upgraded_at) VALUES (%s, now())", (version,))
     store.close()
     declarations = json.dumps([{"metric_key": f"bench/metric_{m:03d}", "steps_key": STEPS_KEY,
                                 "constraint_key": CONSTRAINT_KEY, "constraint": {"rel_down": 0.2, "rel_up": 0.2},
@@ -96,6 +105,12 @@ def build(url: str, scale: dict) -> None:
         cur.execute(
             "CREATE INDEX metric_values_coordinate_idx ON metric_values (metric_key, steps_key, constraint_key, step)"
         )
+    conn.close()
+    with PostgresStore.from_url(url) as store:
+        store.upgrade()
+    conn = psycopg2.connect(url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
         cur.execute("ANALYZE")
     conn.close()
 
@@ -165,15 +180,18 @@ def measure(url: str, scale: dict) -> dict:
     store.close()
     out["chart_365_plan"] = plan_nodes(
         url,
-        "SELECT r.run_id, v.value FROM runs r JOIN metric_values v ON v.run_id = r.run_id AND v.metric_key = %s "
-        "AND v.steps_key = %s AND v.constraint_key = %s AND v.step = %s WHERE r.series = %s AND r.backend = %s "
+        "SELECT r.run_id, v.value FROM runs r JOIN metric_points v ON v.run_key = r.run_key AND v.coordinate = "
+        "(SELECT c.coordinate FROM coordinates c JOIN declarations d ON d.declaration = c.declaration "
+        "WHERE d.metric_key = %s AND d.steps_key = %s AND d.constraint_key = %s AND c.step = %s) "
+        "WHERE r.series = %s AND r.backend = %s "
         "AND r.suite = %s AND r.dag_id IN (%s) ORDER BY r.logical_date DESC, r.run_id DESC LIMIT 365",
         (METRIC, STEPS_KEY, CONSTRAINT_KEY, scale["steps"] // 2, SERIES, "cuda", "nightly", "bench_dag"),
     )
     out["steps_baseline_plan"] = plan_nodes(
         url,
-        "SELECT m.step, m.value FROM (VALUES (%s), (%s), (%s)) b JOIN metric_values m ON m.run_id = b.column1 "
-        "AND m.metric_key = %s AND m.steps_key = %s AND m.constraint_key = %s",
+        "SELECT c.step, m.value FROM runs b JOIN metric_points m ON m.run_key = b.run_key "
+        "JOIN coordinates c ON c.coordinate = m.coordinate JOIN declarations d ON d.declaration = c.declaration "
+        "WHERE b.run_id IN (%s, %s, %s) AND d.metric_key = %s AND d.steps_key = %s AND d.constraint_key = %s",
         (f"n{nights - 2:04d}", f"n{nights - 3:04d}", f"n{nights - 4:04d}", METRIC, STEPS_KEY, CONSTRAINT_KEY),
     )
     out["runs_page_plan"] = plan_nodes(
@@ -216,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(figures, indent=2, default=str))
     print(f"\nfigures written to {out}")
     plans = ("chart_365_plan", "steps_baseline_plan", "runs_page_plan")
-    seq = [n for key in plans for n in figures[key] if "Seq Scan on metric_values" in n]
+    seq = [n for key in plans for n in figures[key] if "Seq Scan on metric_points" in n]
     if seq and args.scale != "smoke":
         print("a UI read scans metric_values sequentially: it grows with the history")
     return 0

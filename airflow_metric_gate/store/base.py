@@ -22,9 +22,10 @@ from typing import Any
 from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
 from airflow_metric_gate.store.errors import RunRewritten, StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store.points import AT_STEP_SQL, Block, Ordinals, blocks_of, read_at_step, stored_at_step
 from airflow_metric_gate.store.rows import (
+    POINT_COLUMNS,
     PROVENANCE_COLUMNS,
-    VALUE_COLUMNS,
     HistoryWindow,
     MarkedRun,
     RunRow,
@@ -283,10 +284,93 @@ class MetricStore:
     # -- writes --------------------------------------------------------------------------------
 
     def _bulk_insert_values(self, cur: Any, rows: list[tuple]) -> None:
-        placeholders = ", ".join(["%s"] * len(VALUE_COLUMNS))
+        """Insert ``metric_points`` rows ``(run_key, coordinate, value, at_step)`` (dialects bulk-load)."""
+        placeholders = ", ".join(["%s"] * len(POINT_COLUMNS))
         cur.executemany(
-            self._sql(f"INSERT INTO metric_values ({', '.join(VALUE_COLUMNS)}) VALUES ({placeholders})"), rows
+            self._sql(f"INSERT INTO metric_points ({', '.join(POINT_COLUMNS)}) VALUES ({placeholders})"), rows
         )
+
+    #: How a new ``runs`` row gets its ``run_key`` in the upsert (PostgreSQL: its identity column).
+    _new_run_key = "(SELECT COALESCE(MAX(run_key), 0) + 1 FROM runs)"
+
+    def _insert_coordinates(self, cur: Any, declaration: int, steps: list[int]) -> None:
+        """Add the coordinates of one declaration at these steps, numbered in the order given."""
+        cur.executemany(
+            self._sql("INSERT INTO coordinates (declaration, step) VALUES (%s, %s) ON CONFLICT DO NOTHING"),
+            [(declaration, step) for step in steps],
+        )
+
+    def _declaration_ids(self, cur: Any, keys: Sequence[tuple[str, str, str]], *, add: bool) -> dict[tuple, int]:
+        """Return the ``declarations`` id of each ``(metric_key, steps_key, constraint_key)``.
+
+        :param keys: the declarations' keys.
+        :param add: add the declarations the store does not have yet (else they are left out).
+        """
+        ids: dict[tuple, int] = {}
+        for start in range(0, len(keys), _KEY_BATCH):
+            chunk = list(keys[start:start + _KEY_BATCH])
+            where = " OR ".join(["(metric_key = %s AND steps_key = %s AND constraint_key = %s)"] * len(chunk))
+            for _ in range(2 if add else 1):
+                self._execute(cur, f"SELECT declaration, metric_key, steps_key, constraint_key FROM declarations "
+                              f"WHERE {where}", [k for key in chunk for k in key])
+                ids.update({(m, s, c): int(d) for d, m, s, c in cur.fetchall()})
+                missing = [key for key in chunk if key not in ids]
+                if not missing or not add:
+                    break
+                cur.executemany(
+                    self._sql("INSERT INTO declarations (metric_key, steps_key, constraint_key) VALUES (%s, %s, %s) "
+                              "ON CONFLICT DO NOTHING"), missing)
+        return ids
+
+    def _coordinate_ids(self, cur: Any, declaration: int, steps: list[int]) -> dict[int, int]:
+        """Return the coordinate of each step of one declaration, adding those the store does not have.
+
+        :param declaration: the declaration's id.
+        :param steps: the steps, in ordinal order (new coordinates are numbered in it).
+        """
+        self._execute(cur, "SELECT step, coordinate FROM coordinates WHERE declaration = %s", (declaration,))
+        known = dict(cur.fetchall())
+        missing = [step for step in steps if step not in known]
+        if missing:
+            self._insert_coordinates(cur, declaration, missing)
+            self._execute(cur, "SELECT step, coordinate FROM coordinates WHERE declaration = %s", (declaration,))
+            known = dict(cur.fetchall())
+        return known
+
+    def _points_of(self, cur: Any, run_key: int, values: Sequence[ValueRow]) -> tuple[list[tuple], list[Block]]:
+        """Return a night's ``metric_points`` rows and its blocks, numbering coordinates first seen."""
+        ordinals = [v.ordinal for v in values]
+        if any(a >= b for a, b in zip(ordinals, ordinals[1:])):
+            values = sorted(values, key=lambda v: v.ordinal)
+        # a night's values come declaration by declaration: one group per run of equal keys
+        groups: list[tuple[tuple[str, str, str], list[ValueRow]]] = []
+        last: tuple[str, str, str] | None = None
+        members: list[ValueRow] = []
+        for v in values:
+            if last is None or v.metric_key != last[0] or v.steps_key != last[1] or v.constraint_key != last[2]:
+                last = (v.metric_key, v.steps_key, v.constraint_key)
+                members = []
+                groups.append((last, members))
+            members.append(v)
+        steps_of: dict[tuple[str, str, str], list[int]] = {}
+        for key, group in groups:
+            steps_of.setdefault(key, []).extend(v.step for v in group)
+        declarations = self._declaration_ids(cur, list(steps_of), add=True)
+        coordinates = {key: self._coordinate_ids(cur, declarations[key], steps) for key, steps in steps_of.items()}
+        rows: list[tuple] = []
+        placed: list[tuple[int, int, int]] = []
+        for key, group in groups:
+            known = coordinates[key]
+            declaration = declarations[key]
+            for v in group:
+                step = v.step
+                coordinate = known[step]
+                at_step = v.at_step
+                stored = None if at_step == step else stored_at_step(step, at_step)
+                rows.append((run_key, coordinate, float(v.value), stored))
+                placed.append((v.ordinal, coordinate, declaration))
+        rows.sort(key=lambda r: r[1])
+        return rows, blocks_of(placed)
 
     def write_run(self, run: RunRow, values: Sequence[ValueRow]) -> int:
         """Write a run and all its values atomically (see :meth:`write_night`); return how many values.
@@ -317,7 +401,6 @@ class MetricStore:
         problem = Role.problem(run.role, "role") or RunStatus.problem(run.status, "status")
         if problem:
             raise StoreInputError(problem)
-        rows = []
         for v in values:
             value = float(v.value)
             if not math.isfinite(value):
@@ -325,7 +408,6 @@ class MetricStore:
                     f"refusing to store non-finite value {value!r} for {v.metric_key} step {v.step}; "
                     "nothing was written"
                 )
-            rows.append((run.run_id, v.metric_key, v.steps_key, v.constraint_key, v.step, value, v.at_step, v.ordinal))
         prov = dict(run.provenance)
         columns = {key: prov.get(key) for key in PROVENANCE_COLUMNS}
         now = self._ts(datetime.now(timezone.utc))
@@ -341,6 +423,7 @@ class MetricStore:
             + ", provenance, declarations, selection_errors, status_reason, rebaseline, outcomes, write_version"
         )
         params = (*params, 1)
+        names += ", run_key"
         updates = ", ".join(
             [f"{c} = excluded.{c}"
              for c in (
@@ -350,7 +433,7 @@ class MetricStore:
         )
         # A run id names the run of one series identity: a write for another identity changes nothing.
         upsert = (
-            f"INSERT INTO runs ({names}) VALUES ({', '.join(['%s'] * len(params))}) "
+            f"INSERT INTO runs ({names}) VALUES ({', '.join(['%s'] * len(params))}, {self._new_run_key}) "
             f"ON CONFLICT (run_id) DO UPDATE SET {updates} "
             "WHERE runs.series = excluded.series AND runs.backend = excluded.backend AND runs.suite = excluded.suite"
         )
@@ -364,12 +447,17 @@ class MetricStore:
                     f"suite {suite!r}); refusing to store series {run.series!r} (backend {run.backend!r}, "
                     f"suite {run.suite!r}) under it: give this run an id of its own; nothing was stored"
                 )
-            self._execute(cur, "SELECT write_version FROM runs WHERE run_id = %s", (run.run_id,))
-            version = int(cur.fetchone()[0])
-            self._execute(cur, "DELETE FROM metric_values WHERE run_id = %s", (run.run_id,))
-            if rows:
+            self._execute(cur, "SELECT write_version, run_key FROM runs WHERE run_id = %s", (run.run_id,))
+            version, run_key = (int(x) for x in cur.fetchone())
+            self._execute(cur, "DELETE FROM metric_points WHERE run_key = %s", (run_key,))
+            self._execute(cur, "DELETE FROM run_blocks WHERE run_key = %s", (run_key,))
+            if values:
+                rows, blocks = self._points_of(cur, run_key, values)
                 self._bulk_insert_values(cur, rows)
-        return Written(len(rows), version)
+                cur.executemany(
+                    self._sql("INSERT INTO run_blocks (run_key, coordinate, ordinal, length, declaration) "
+                              "VALUES (%s, %s, %s, %s, %s)"), [(run_key, *b) for b in blocks])
+        return Written(len(values), version)
 
     def set_status(self, run_id: str, status: str, reason: str | None = None, *, enforce: bool | None = None,
                    outcomes: Mapping[str, Any] | None = None, write_version: int | None = None) -> None:
@@ -708,10 +796,14 @@ class MetricStore:
             for start in range(0, len(removed), _PRUNE_BATCH):
                 batch = removed[start:start + _PRUNE_BATCH]
                 marks = ", ".join(["%s"] * len(batch))
-                self._execute(cur, f"SELECT COUNT(*) FROM metric_values WHERE run_id IN ({marks})", batch)
+                self._execute(cur, f"SELECT run_key FROM runs WHERE run_id IN ({marks})", batch)
+                run_keys = [int(row[0]) for row in cur.fetchall()]
+                keyed = ", ".join(["%s"] * len(run_keys))
+                self._execute(cur, f"SELECT COUNT(*) FROM metric_points WHERE run_key IN ({keyed})", run_keys)
                 values += int(cur.fetchone()[0])
                 if not dry_run:
-                    self._execute(cur, f"DELETE FROM metric_values WHERE run_id IN ({marks})", batch)
+                    self._execute(cur, f"DELETE FROM metric_points WHERE run_key IN ({keyed})", run_keys)
+                    self._execute(cur, f"DELETE FROM run_blocks WHERE run_key IN ({keyed})", run_keys)
                     self._execute(cur, f"DELETE FROM runs WHERE run_id IN ({marks})", batch)
         return {"nights": len(removed), "values": values, "kept_for_baselines": kept, "series": len(identities),
                 "run_ids": removed}
@@ -798,24 +890,78 @@ class MetricStore:
         :return: the run's values in ordinal order, and each ordinal's baseline values.
         """
         with self._transaction(indexed=True) as cur:
-            self._execute(
-                cur,
-                "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step "
-                "FROM metric_values WHERE run_id = %s ORDER BY ordinal",
-                (run_id,),
-            )
-            current = [ValueRow(*row) for row in cur.fetchall()]
+            run_key = self._run_key(cur, run_id)
+            current, ordinals = self._read_run(cur, run_key)
             history: dict[int, list[float]] = {}
-            base: list[str] = []
+            base: list[int] = []
             if current and history_limit > 0:
                 self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
-                base = [row[0] for row in cur.fetchall()]
+                base = [int(row[1]) for row in cur.fetchall()]
             if base:
                 arrays = self.dialect == "postgres"
                 self._plan_bulk_join(cur)
-                self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_id))
-                history = dict(cur.fetchall()) if arrays else _group_by_ordinal(cur.fetchall())
+                self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_key))
+                at = ordinals.ordinal
+                if arrays:
+                    history = {at(coordinate): values for coordinate, values in cur.fetchall()}
+                else:
+                    history = _group_by_ordinal((at(coordinate), value) for coordinate, value in cur.fetchall())
         return current, history
+
+    def _run_key(self, cur: Any, run_id: str) -> int | None:
+        """Return the ``run_key`` of a run, or ``None`` if the store has no such run."""
+        self._execute(cur, "SELECT run_key FROM runs WHERE run_id = %s", (run_id,))
+        row = cur.fetchone()
+        return None if row is None else int(row[0])
+
+    def _ordinals(self, cur: Any, run_key: int | None, declaration: int | None = None) -> Ordinals:
+        """Return the blocks of a run (of one declaration only, if given)."""
+        if run_key is None:
+            return Ordinals([])
+        sql = "SELECT coordinate, ordinal, length, declaration FROM run_blocks WHERE run_key = %s"
+        params: tuple = (run_key,)
+        if declaration is not None:
+            sql += " AND declaration = %s"
+            params = (run_key, declaration)
+        self._execute(cur, sql, params)
+        return Ordinals(cur.fetchall())
+
+    def _declaration_keys(self, cur: Any, ids: Iterable[int]) -> dict[int, tuple[str, str, str]]:
+        """Return the ``(metric_key, steps_key, constraint_key)`` of declarations by id."""
+        ids = sorted(set(ids))
+        keys: dict[int, tuple[str, str, str]] = {}
+        for start in range(0, len(ids), _KEY_BATCH):
+            chunk = ids[start:start + _KEY_BATCH]
+            self._execute(cur, "SELECT declaration, metric_key, steps_key, constraint_key FROM declarations "
+                          f"WHERE declaration IN ({', '.join(['%s'] * len(chunk))})", chunk)
+            keys.update({int(d): (m, st, c) for d, m, st, c in cur.fetchall()})
+        return keys
+
+    def _steps(self, cur: Any, ordinals: Ordinals) -> dict[int, int]:
+        """Return the step of each coordinate of a run's declarations (one index range per declaration)."""
+        steps: dict[int, int] = {}
+        for declaration, (lo, hi) in ordinals.declarations().items():
+            self._execute(cur, "SELECT coordinate, step FROM coordinates WHERE declaration = %s "
+                          "AND coordinate BETWEEN %s AND %s", (declaration, lo, hi))
+            steps.update(cur.fetchall())
+        return steps
+
+    def _read_run(self, cur: Any, run_key: int | None) -> tuple[list[ValueRow], Ordinals]:
+        """Return a run's values in ordinal order, and its blocks."""
+        ordinals = self._ordinals(cur, run_key)
+        if not ordinals.blocks:
+            return [], ordinals
+        keys = self._declaration_keys(cur, ordinals.declarations())
+        steps = self._steps(cur, ordinals)
+        self._execute(cur, "SELECT coordinate, value, at_step FROM metric_points WHERE run_key = %s", (run_key,))
+        out = []
+        for coordinate, value, at_step in cur.fetchall():
+            metric_key, steps_key, constraint_key = keys[ordinals.declaration(coordinate)]
+            step = steps[coordinate]
+            out.append(ValueRow(ordinals.ordinal(coordinate), metric_key, steps_key, constraint_key,
+                                step, value, read_at_step(step, at_step)))
+        out.sort(key=lambda v: v.ordinal)
+        return out, ordinals
 
     def run_values(self, run_id: str) -> list[ValueRow]:
         """Return a run's values in ordinal order.
@@ -823,13 +969,7 @@ class MetricStore:
         :param run_id: the store run id.
         """
         with self._transaction(indexed=True) as cur:
-            self._execute(
-                cur,
-                "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step "
-                "FROM metric_values WHERE run_id = %s ORDER BY ordinal",
-                (run_id,),
-            )
-            return [ValueRow(*row) for row in cur.fetchall()]
+            return self._read_run(cur, self._run_key(cur, run_id))[0]
 
     def judged_candidates(self, run_id: str, limit: int) -> list[tuple[str, datetime, str, str | None, dict]]:
         """Return the earlier judged baseline nights of a run, oldest first (see :data:`CANDIDATE_RUNS_SQL`).
@@ -859,9 +999,21 @@ class MetricStore:
             return []
         names = list(run_ids)
         with self._transaction(indexed=True) as cur:
+            run_key = self._run_key(cur, run_id)
+            ordinals = self._ordinals(cur, run_key)
+            keys: dict[str, int] = {}
+            for start in range(0, len(names), _KEY_BATCH):
+                chunk = names[start:start + _KEY_BATCH]
+                marks = ", ".join(["%s"] * len(chunk))
+                self._execute(cur, f"SELECT run_id, run_key FROM runs WHERE run_id IN ({marks})", chunk)
+                keys.update({rid: int(key) for rid, key in cur.fetchall()})
+            others = [(k, keys[name]) for k, name in enumerate(names) if name in keys]
+            if run_key is None or not others:
+                return []
             self._plan_bulk_join(cur)
-            self._execute(cur, run_values_sql(len(names)), (*names, run_id))
-            return [(ordinal, names[k], value) for ordinal, k, value in cur.fetchall()]
+            self._execute(cur, run_values_sql(len(others)), (*[key for _, key in others], run_key))
+            at = ordinals.ordinal
+            return [(at(coordinate), names[others[k][0]], value) for coordinate, k, value in cur.fetchall()]
 
     def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
         """Return the history window of a run, in one statement (see :data:`HISTORY_WINDOW_SQL`).
@@ -904,14 +1056,18 @@ class MetricStore:
         """
         sql = (
             "SELECT r.run_id, r.logical_date, r.backend, r.suite, r.role, r.status, "
-            "v.steps_key, v.constraint_key, v.step, v.at_step, v.value "
-            "FROM metric_values v JOIN runs r ON r.run_id = v.run_id "
+            f"d.steps_key, d.constraint_key, c.step, {AT_STEP_SQL.format(p='v', c='c')}, v.value "
+            "FROM runs r CROSS JOIN declarations d JOIN coordinates c ON c.declaration = d.declaration "
+            "JOIN metric_points v ON v.run_key = r.run_key AND v.coordinate = c.coordinate "
             "WHERE "
         )
-        where, params = equal_to((("v.metric_key", metric_key), ("r.series", series), ("r.backend", backend),
-                                  ("r.suite", suite), ("v.step", step)))
+        where, params = equal_to((("d.metric_key", metric_key), ("r.series", series), ("r.backend", backend),
+                                  ("r.suite", suite), ("c.step", step)))
         sql += " AND ".join(where)
-        sql += " ORDER BY r.logical_date DESC, r.run_id DESC, v.ordinal LIMIT %s"
+        # a value's ordinal: its block's first ordinal plus its distance from the block's first coordinate
+        sql += (" ORDER BY r.logical_date DESC, r.run_id DESC, (SELECT b.ordinal - b.coordinate FROM run_blocks b "
+                "WHERE b.run_key = v.run_key AND b.coordinate <= v.coordinate ORDER BY b.coordinate DESC LIMIT 1) "
+                "+ v.coordinate LIMIT %s")
         params.append(limit)
         keys = (
             "run_id", "logical_date", "backend", "suite", "role", "status",
@@ -1051,19 +1207,25 @@ class MetricStore:
             params = [*params, self._ts(until)]
         sql = (
             "SELECT r.run_id, r.logical_date, r.role, r.status, r.dag_id, r.airflow_run_id, v.value, v.at_step "
-            "FROM runs r JOIN metric_values v ON v.run_id = r.run_id AND v.metric_key = %s "
-            "AND v.steps_key = %s AND v.constraint_key = %s AND v.step = %s "
+            "FROM runs r JOIN metric_points v ON v.run_key = r.run_key AND v.coordinate = %s "
             f"WHERE r.series = %s AND r.backend = %s AND r.suite = %s{where} "
             "ORDER BY r.logical_date DESC, r.run_id DESC LIMIT %s"
         )
         keys = ("run_id", "logical_date", "role", "status", "dag_id", "airflow_run_id", "value", "at_step")
         with self._transaction(indexed=True) as cur:
-            self._execute(
-                cur, sql, (metric_key, steps_key, constraint_key, step, series, backend, suite, *params, limit)
-            )
+            declaration = self._declaration_ids(cur, [(metric_key, steps_key, constraint_key)], add=False)
+            if not declaration:
+                return []
+            self._execute(cur, "SELECT coordinate FROM coordinates WHERE declaration = %s AND step = %s",
+                          (next(iter(declaration.values())), step))
+            found = cur.fetchone()
+            if found is None:
+                return []
+            self._execute(cur, sql, (found[0], series, backend, suite, *params, limit))
             rows = [dict(zip(keys, row)) for row in cur.fetchall()]
         for row in rows:
             row["logical_date"] = self._from_ts(row["logical_date"])
+            row["at_step"] = read_at_step(step, row["at_step"])
         rows.reverse()
         return rows
 
@@ -1079,14 +1241,25 @@ class MetricStore:
         :param limit: at most this many values.
         """
         with self._transaction(indexed=True) as cur:
+            found = self._declaration_ids(cur, [(metric_key, steps_key, constraint_key)], add=False)
+            run_key = self._run_key(cur, run_id)
+            if not found or run_key is None:
+                return []
+            declaration = next(iter(found.values()))
+            ordinals = self._ordinals(cur, run_key, declaration)
+            if not ordinals.blocks:
+                return []
+            lo, hi = ordinals.declarations()[declaration]
             self._execute(
                 cur,
-                "SELECT ordinal, metric_key, steps_key, constraint_key, step, value, at_step FROM metric_values "
-                "WHERE run_id = %s AND metric_key = %s AND steps_key = %s AND constraint_key = %s "
-                "ORDER BY step LIMIT %s",
-                (run_id, metric_key, steps_key, constraint_key, limit),
+                "SELECT p.coordinate, c.step, p.value, p.at_step FROM metric_points p "
+                "JOIN coordinates c ON c.coordinate = p.coordinate "
+                "WHERE p.run_key = %s AND p.coordinate BETWEEN %s AND %s AND c.declaration = %s "
+                "ORDER BY c.step LIMIT %s",
+                (run_key, lo, hi, declaration, limit),
             )
-            return [ValueRow(*row) for row in cur.fetchall()]
+            return [ValueRow(ordinals.ordinal(coordinate), metric_key, steps_key, constraint_key, step, value,
+                             read_at_step(step, at)) for coordinate, step, value, at in cur.fetchall()]
 
     def declaration_baselines(
         self, run_id: str, metric_key: str, steps_key: str, constraint_key: str, history_limit: int
@@ -1104,18 +1277,23 @@ class MetricStore:
         out: dict[int, list[float]] = {}
         with self._transaction(indexed=True) as cur:
             self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
-            base = [row[0] for row in cur.fetchall()]
-            if not base:
+            base = [int(row[1]) for row in cur.fetchall()]
+            found = self._declaration_ids(cur, [(metric_key, steps_key, constraint_key)], add=False)
+            if not base or not found:
                 return out
-            # The baseline runs as a VALUES list joined on the (run_id, coordinate) key: one short
-            # range per run.  (An IN list lets the planner walk the coordinate index over every run of
-            # the history; one UNION ALL branch per run costs more to plan than to run.)
+            declaration = next(iter(found.values()))
+            self._execute(cur, "SELECT MIN(coordinate), MAX(coordinate) FROM coordinates WHERE declaration = %s",
+                          (declaration,))
+            lo, hi = cur.fetchone()
+            # The baseline runs as a VALUES list joined on the (run_key, coordinate) key: one short
+            # range per run.
             runs = ", ".join(["(%s)"] * len(base))
             self._execute(
                 cur,
-                f"SELECT m.step, m.value FROM (VALUES {runs}) b JOIN metric_values m ON m.run_id = b.column1 "
-                "AND m.metric_key = %s AND m.steps_key = %s AND m.constraint_key = %s",
-                (*base, metric_key, steps_key, constraint_key),
+                f"SELECT c.step, m.value FROM (VALUES {runs}) b JOIN metric_points m ON m.run_key = b.column1 "
+                "AND m.coordinate BETWEEN %s AND %s JOIN coordinates c ON c.coordinate = m.coordinate "
+                "WHERE c.declaration = %s",
+                (*base, lo, hi, declaration),
             )
             for step, value in cur.fetchall():
                 out.setdefault(step, []).append(value)
@@ -1129,10 +1307,11 @@ class MetricStore:
         """
         if table not in ("runs", "metric_values"):
             raise StoreInputError(f"unknown table {table!r}")
-        sql = f"SELECT COUNT(*) FROM {table}"
+        sql = "SELECT COUNT(*) FROM runs" if table == "runs" else "SELECT COUNT(*) FROM metric_points"
         params: tuple = ()
         if run_id is not None:
-            sql += " WHERE run_id = %s"
+            sql += (" WHERE run_id = %s" if table == "runs"
+                    else " WHERE run_key = (SELECT run_key FROM runs WHERE run_id = %s)")
             params = (run_id,)
         with self._transaction() as cur:
             self._execute(cur, sql, params)
@@ -1158,9 +1337,9 @@ class MetricStore:
                       f"ORDER BY {self._key_order('b')})::text ")
         else:
             blocks = "(SELECT json_group_array(json_array(b.metric_key, b.steps_key, b.constraint_key, b.n)) "
-        blocks += ("FROM (SELECT metric_key, steps_key, constraint_key, count(*) AS n "
-                   "FROM metric_values w WHERE w.run_id = runs.run_id "
-                   "GROUP BY metric_key, steps_key, constraint_key) b)")
+        blocks += ("FROM (SELECT d.metric_key, d.steps_key, d.constraint_key, SUM(w.length) AS n "
+                   "FROM run_blocks w JOIN declarations d ON d.declaration = w.declaration "
+                   "WHERE w.run_key = runs.run_key GROUP BY d.metric_key, d.steps_key, d.constraint_key) b)")
         with self._transaction() as cur:
             self._execute(
                 cur,
@@ -1223,13 +1402,13 @@ class MetricStore:
         :param suite: the suite.
         :param batch: rows fetched at a time.
         """
-        run = "r.logical_date, r.run_id" if self.dialect == "postgres" else "r.logical_date, r.run_id, r.rowid"
-        keys = self._key_order("v")
+        keys = self._key_order("d")
         sql = (
-            "SELECT v.step, v.value, v.at_step "
-            "FROM metric_values v JOIN runs r ON r.run_id = v.run_id "
+            f"SELECT c.step, v.value, {AT_STEP_SQL.format(p='v', c='c')} "
+            "FROM runs r JOIN metric_points v ON v.run_key = r.run_key "
+            "JOIN coordinates c ON c.coordinate = v.coordinate JOIN declarations d ON d.declaration = c.declaration "
             "WHERE r.series = %s AND r.backend = %s AND r.suite = %s "
-            f"ORDER BY {run}, {keys}, v.step"
+            f"ORDER BY r.logical_date, r.run_id, {keys}, c.step"
         )
         return self._batches(sql, (series, backend, suite), batch)
 
@@ -1243,6 +1422,9 @@ class MetricStore:
                     break
                 yield rows
 
+
+#: Keys bound per statement when looking declarations or runs up.
+_KEY_BATCH = 200
 
 #: Runs removed per statement by :meth:`MetricStore.prune`.
 _PRUNE_BATCH = 500

@@ -18,10 +18,10 @@ from typing import Any
 import psycopg2
 
 from airflow_metric_gate.store.base import MetricStore
-from airflow_metric_gate.store.rows import VALUE_COLUMNS
+from airflow_metric_gate.store.rows import POINT_COLUMNS
 from airflow_metric_gate.store.urls import Timeouts, parse_postgres_url, scrub
 
-_COPY_SQL = f"COPY metric_values ({', '.join(VALUE_COLUMNS)}) FROM STDIN"
+_COPY_SQL = f"COPY metric_points ({', '.join(POINT_COLUMNS)}) FROM STDIN"
 _ADVISORY_LOCK_KEY = 0x6D67617465  # "mgate"
 
 
@@ -56,34 +56,14 @@ def _sqlstate(exc: BaseException) -> str | None:
     return getattr(exc, "pgcode", None) or getattr(getattr(exc, "diag", None), "sqlstate", None)
 
 
-def _copy_text(value: Any) -> str:
-    if value is None:
-        return _NULL
-    text = str(value)
-    if "\\" in text or "\t" in text or "\n" in text or "\r" in text:
-        text = text.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return text
-
-
 def copy_payload(rows: list[tuple]) -> str:
-    """Return rows in ``COPY ... FROM STDIN`` text format.
+    """Return ``metric_points`` rows in ``COPY ... FROM STDIN`` text format (integers and floats only).
 
-    The text columns repeat from row to row (one run, a few declarations), so each distinct
-    ``(run_id, metric_key, steps_key, constraint_key)`` prefix is escaped once.
-
-    :param rows: tuples in ``metric_values`` column order.
+    :param rows: ``(run_key, coordinate, value, at_step)`` tuples.
     """
-    prefixes: dict[tuple, str] = {}
-    out = []
-    append = out.append
-    for run_id, metric_key, steps_key, constraint_key, step, value, at_step, ordinal in rows:
-        key = (run_id, metric_key, steps_key, constraint_key)
-        prefix = prefixes.get(key)
-        if prefix is None:
-            prefix = prefixes[key] = "\t".join(map(_copy_text, key))
-        at = _NULL if at_step is None else at_step
-        append(f"{prefix}\t{step}\t{float(value)!r}\t{at}\t{ordinal}\n")
-    return "".join(out)
+    return "".join(
+        [f"{run_key}\t{coordinate}\t{value!r}\t{_NULL if at_step is None else at_step}\n"
+         for run_key, coordinate, value, at_step in rows])
 
 
 #: Seconds an unarmed watchdog thread waits before it ends.
@@ -338,6 +318,13 @@ class PostgresStore(MetricStore):
         if getattr(conn, "autocommit", False):
             conn.autocommit = False
         return conn
+
+    _new_run_key = "DEFAULT"
+
+    def _insert_coordinates(self, cur: Any, declaration: int, steps: list[int]) -> None:
+        cur.execute(
+            "INSERT INTO coordinates (declaration, step) SELECT %s, s FROM unnest(%s::bigint[]) WITH ORDINALITY "
+            "AS u(s, o) ORDER BY o ON CONFLICT DO NOTHING", (declaration, steps))
 
     def _lock_schema(self, cur: Any) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK_KEY,))

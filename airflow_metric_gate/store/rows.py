@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 __all__ = [
+    "POINT_COLUMNS",
     "PROVENANCE_COLUMNS",
-    "VALUE_COLUMNS",
     "HistoryWindow",
     "MarkedRun",
     "RunRow",
@@ -19,7 +19,8 @@ __all__ = [
 #: Provenance keys that have their own ``runs`` column; any other key goes to ``runs.provenance``.
 PROVENANCE_COLUMNS = ("dag_id", "airflow_run_id", "try_number", "map_index", "commit_sha", "training_job_id")
 
-VALUE_COLUMNS = ("run_id", "metric_key", "steps_key", "constraint_key", "step", "value", "at_step", "ordinal")
+#: The columns of ``metric_points``, the table that holds the values (schema version 6).
+POINT_COLUMNS = ("run_key", "coordinate", "value", "at_step")
 
 
 @dataclass

@@ -26,7 +26,7 @@ fence AS (
 #: The baseline runs of a run: the most recent trusted baseline runs of its series identity with an
 #: earlier logical date, not before the latest rebaseline marker (at most ``history_limit``).
 BASELINE_RUNS_SQL = _CUR_AND_FENCE + """
-SELECT r.run_id
+SELECT r.run_id, r.run_key
 FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
 CROSS JOIN fence
 WHERE r.role = 'baseline' AND r.status = 'trusted'
@@ -75,26 +75,24 @@ ORDER BY win.logical_date DESC, win.run_id DESC
 #: by their own branch, through the (run_id, coordinate) index, so the cost follows the number of
 #: baseline runs and coordinates, never the length of the stored history.
 _BASELINE_SQL = """
-SELECT c.ordinal, {select}
-FROM metric_values c
-JOIN ({runs}) h
-  ON h.metric_key = c.metric_key AND h.steps_key = c.steps_key
- AND h.constraint_key = c.constraint_key AND h.step = c.step
-WHERE c.run_id = %s
+SELECT c.coordinate, {select}
+FROM metric_points c
+JOIN ({runs}) h ON h.coordinate = c.coordinate
+WHERE c.run_key = %s
 {group}"""
-_BASELINE_RUN_BRANCH = "SELECT metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
+_BASELINE_RUN_BRANCH = "SELECT coordinate, value FROM metric_points WHERE run_key = %s"
 
 
 def run_values_sql(runs: int) -> str:
     """Return the statement reading, for each coordinate of a run, its value in each of ``runs`` other runs.
 
-    Parameters: the other run ids, then the run id.  Rows: ``(ordinal, position of the other run
-    among those given, value)``: a small integer instead of the run id on every row.
+    Parameters: the other runs' ``run_key``, then the run's.  Rows: ``(coordinate, position of the
+    other run among those given, value)``.
 
     :param runs: how many other run ids are bound.
     """
     branches = "\n    UNION ALL ".join(
-        f"SELECT {i} AS k, metric_key, steps_key, constraint_key, step, value FROM metric_values WHERE run_id = %s"
+        f"SELECT {i} AS k, coordinate, value FROM metric_points WHERE run_key = %s"
         for i in range(runs))
     return _BASELINE_SQL.format(select="h.k, h.value", runs=branches, group="")
 
@@ -102,18 +100,18 @@ def run_values_sql(runs: int) -> str:
 def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:
     """Return the statement reading the baselines of a run from ``baseline_runs`` baseline runs.
 
-    Parameters: the baseline run ids, then the run id.  It returns the baseline values themselves
+    Parameters: the baseline runs' ``run_key``, then the run's.  It returns the baseline values themselves
     and leaves aggregating to the caller: a sum taken by the database depends on the order it scans
     the rows in (and SQLite and PostgreSQL sum differently), so the same history could give
     different means at band edges.
 
     :param baseline_runs: how many baseline run ids are bound.
-    :param arrays: one row per ordinal with an array of its values (PostgreSQL ``array_agg``; less
+    :param arrays: one row per coordinate with an array of its values (PostgreSQL ``array_agg``; less
         to transfer and nothing to group in Python), instead of one row per value.
     """
     runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH] * baseline_runs)
     if arrays:
-        return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, group="GROUP BY c.ordinal\n")
+        return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, group="GROUP BY c.coordinate\n")
     return _BASELINE_SQL.format(select="h.value", runs=runs, group="")
 
 

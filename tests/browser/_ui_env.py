@@ -146,7 +146,12 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory, pg_database_url: str) ->
     conn = psycopg2.connect(pg_database_url)
     conn.autocommit = True
     with conn.cursor() as cur:
-        cur.execute("DROP TABLE IF EXISTS metric_values, runs, metric_gate_schema CASCADE")
+        cur.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass('metric_values')")
+        kind = cur.fetchone()
+        if kind and kind[0] == "v":  # schema version 6 on: a view over metric_points
+            cur.execute("DROP VIEW metric_values")
+        cur.execute("DROP TABLE IF EXISTS metric_values, metric_points, run_blocks, coordinates, declarations, runs, "
+                    "metric_gate_schema CASCADE")
     conn.close()
 
     port = _free_port()

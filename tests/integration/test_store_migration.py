@@ -100,3 +100,45 @@ def test_every_earlier_version_is_upgraded_with_its_runs_statuses_marks_and_valu
         assert [(v.step, v.value, v.at_step) for v in store.run_values("a")] == [(3, 0.25, 3)]
         assert store.count("metric_values") == 2
         assert store.write_night(_run("a", 1), [ValueRow(0, *COORD, 3, 0.5, 3)]).write_version == 1
+
+
+@pytest.mark.parametrize("version", range(1, 6))
+def test_text_keyed_values_become_integer_keyed_with_their_order_and_stay_readable_by_name(store_url, version):
+    """Version 6 moves every value to integer keys; each run keeps its values, steps and ordinals exactly."""
+    day = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    other = ("n", "[5,1,3]", '{"rel_down":1,"rel_up":2}')
+    # run a: m at steps 0..3, then n at listed steps 5, 1, 3 (ordinal 4 is a selection error: a gap)
+    # run b: the declarations the other way round, m's steps written backwards
+    rows = {
+        "a": [(0, *COORD, 0, 1.0, 0), (1, *COORD, 1, 1.5, 1), (2, *COORD, 2, 2.0, 2), (3, *COORD, 3, 2.5, 3),
+              (5, *other, 5, 9.0, 5), (6, *other, 1, 8.0, 1), (7, *other, 3, 7.0, 3)],
+        "b": [(0, *other, 1, 6.0, 1), (1, *other, 3, 5.0, None), (2, *COORD, 3, 0.5, 3), (3, *COORD, 2, 0.25, 2),
+              (4, *COORD, 9, 0.125, 9)],
+    }
+    with open_store(store_url) as store:
+        _create_at(store, version)
+        with store._transaction(schema=False) as cur:
+            for i, (run_id, values) in enumerate(rows.items()):
+                store._execute(
+                    cur, "INSERT INTO runs (run_id, series, backend, suite, role, status, logical_date, created_at, "
+                    "updated_at, rebaseline) VALUES (%s, 's', 'cuda', 'default', 'baseline', 'trusted', "
+                    "%s, %s, %s, %s)",
+                    (run_id, store._ts(day.replace(day=1 + i)), store._ts(day), store._ts(day), store._bool(False)))
+                for ordinal, m, st, c, step, value, at in values:
+                    store._execute(cur, "INSERT INTO metric_values (run_id, metric_key, steps_key, constraint_key, "
+                                   "step, value, at_step, ordinal) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                                   (run_id, m, st, c, step, value, at, ordinal))
+    with open_store(store_url) as store:
+        assert store.upgrade() == (version, SCHEMA_VERSION)
+        for run_id, values in rows.items():
+            assert store.run_values(run_id) == [ValueRow(*v) for v in values]
+        assert store.count("metric_values") == 12
+        with store._transaction() as cur:  # the view names every coordinate, as the table did
+            store._execute(cur, "SELECT run_id, ordinal, metric_key, steps_key, constraint_key, step, value, at_step "
+                           "FROM metric_values ORDER BY run_id, ordinal")
+            assert [tuple(r) for r in cur.fetchall()] == [(run_id, *v) for run_id, vs in rows.items() for v in vs]
+        # b's baseline at each of its coordinates is a's value there (a has no m at step 9)
+        _, history = store.run_values_and_baselines("b", 20)
+        assert history == {0: [8.0], 1: [7.0], 2: [2.5], 3: [2.0]}
+        assert store.write_night(_run("a", 1), [ValueRow(*v) for v in rows["a"]]).rows == 7
+        assert store.run_values("a") == [ValueRow(*v) for v in rows["a"]]

@@ -22,6 +22,8 @@ pytestmark = pytest.mark.postgres
 GATES = [declare(f"m{i}", steps="all", constraint={"rel_up": 0.2, "rel_down": 0.2}) for i in range(4)]
 CALIBRATED = declare("c", steps="all", constraint={"rel_up": 0.2, "rel_down": 0.2}, policy="calibrated")
 PER_GATE = 1000
+#: Every table of the store that grows with the nights or the coordinates.
+TABLES = ("runs", "metric_points", "run_blocks", "coordinates", "declarations")
 NIGHTS = 24
 
 
@@ -40,14 +42,14 @@ def stale(pg_url):
     with open_store(pg_url) as store:
         store.upgrade()
         with store._transaction() as cur:
-            for table in ("runs", "metric_values"):
+            for table in TABLES:
                 cur.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
         for n in range(NIGHTS):
             store.write_run(*_night(n))
             if n == 2:
                 with store._transaction() as cur:
-                    cur.execute("ANALYZE runs")
-                    cur.execute("ANALYZE metric_values")
+                    for table in TABLES:
+                        cur.execute(f"ANALYZE {table}")
     return pg_url
 
 
@@ -80,9 +82,10 @@ def test_no_statement_of_a_night_scans_the_values_table_on_stale_statistics(stal
         store.declaration_baselines(run.run_id, gate.metric_key, gate.steps_key, gate.constraint_key, 20)
         store.history(gate.metric_key, series="s", step=3)
         store.write_run(run, values)  # a retry replaces the night's rows
-    values_plans = [(sql, plan) for sql, plan in plans if "metric_values" in plan]
+    values_plans = [(sql, plan) for sql, plan in plans if "metric_points" in plan]
     assert len(values_plans) >= 8
-    scans = [(sql, plan) for sql, plan in values_plans if "Seq Scan on metric_values" in plan]
-    assert not scans, f"{len(scans)} statement(s) scan the whole values table, e.g.:\n{scans[0][0]}\n{scans[0][1]}"
+    # runs holds one row per night: a scan of it is the planner's honest choice while it is small
+    scans = [(sql, plan) for sql, plan in plans if any(f"Seq Scan on {t}" in plan for t in TABLES[1:])]
+    assert not scans, f"{len(scans)} statement(s) scan a whole table, e.g.:\n{scans[0][0]}\n{scans[0][1]}"
     joins = [plan for sql, plan in values_plans if "UNION ALL" in sql]
     assert len(joins) >= 2 and not [p for p in joins if "Nested Loop" in p]

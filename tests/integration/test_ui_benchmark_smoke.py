@@ -29,5 +29,5 @@ def test_ui_reads_benchmark_smoke_run_writes_every_figure(tmp_path, pg_database_
     for key in ("chart_365_vs_pk_lookup", "runs_page_vs_pk_lookup", "runs_last_page_vs_pk_lookup",
                 "steps_chart_vs_pk_lookup", "whole_run_vs_pk_lookup"):
         assert figures[key] > 0, key
-    assert any("metric_values" in node for node in figures["chart_365_plan"])
+    assert any("metric_points" in node for node in figures["chart_365_plan"])
     assert "chart_365_vs_pk_lookup" in proc.stdout

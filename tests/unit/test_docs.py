@@ -313,7 +313,7 @@ def _schema_columns() -> dict[str, list[str]]:
     tables: dict[str, list[str]] = {}
     for version in range(1, SCHEMA_VERSION + 1):
         for statement in migration_statements(version, "postgres"):
-            match = re.match(r"\s*CREATE TABLE IF NOT EXISTS (\w+) \((.*)\)\s*$", statement, flags=re.S)
+            match = re.match(r"\s*CREATE TABLE (?:IF NOT EXISTS )?(\w+) \((.*?)\)[\w\s(=)]*$", statement, flags=re.S)
             if not match:
                 continue
             for line in match.group(2).splitlines():
