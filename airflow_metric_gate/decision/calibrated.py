@@ -509,7 +509,10 @@ def judge_declaration(
                   "cause": f"{key[0]}: worse from step {from_step} on"}
         return Decision(stored["o"], step_results + [night], stored, report)
 
-    drift = _drift(direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS)
+    # the untrusted nights since the last trusted one were judged against this same history: their levels count
+    since_trusted = [float(c.outcome["level"]) for c in choice.recent if c.outcome and "level" in c.outcome]
+    drift = _drift(direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS,
+                   recent_levels=since_trusted)
     if drift is not None:
         continues = previous is not None and previous.get("o") in ("drift", "drift-continues")
         outcome = "drift-continues" if continues else "drift"
@@ -717,8 +720,12 @@ def _shape(direction: str, r_tonight: Sequence[float], per_night_r: Sequence[Seq
 
 
 def _drift(direction: str, levels: list[float], tonight: float, history: Sequence[Candidate],
-           logical_date: str, *, few_steps: bool) -> dict | None:
+           logical_date: str, *, few_steps: bool, recent_levels: Sequence[float] = ()) -> dict | None:
     """The slow-drift test: the recent nights' level against the oldest half of the trusted history.
+
+    The recent nights are tonight and the nights just before it, the untrusted ones since the
+    last trusted night included (``recent_levels``, judged against the same history), so a drift
+    reported once goes on only while the nights themselves stay off the anchor.
 
     The recent level is the median of the last :data:`DRIFT_RECENT` nights (one odd night does not
     make a drift); its variance is about 0.449 of one night's for three normal nights.
@@ -727,7 +734,7 @@ def _drift(direction: str, levels: list[float], tonight: float, history: Sequenc
         return None
     series = [*levels, tonight]
     anchor = levels[: len(levels) // 2]
-    recent = series[-DRIFT_RECENT:]
+    recent = [*levels, *recent_levels, tonight][-DRIFT_RECENT:]
     a_mean, a_sd = mean_and_sd(anchor)
     if a_sd <= 0:
         return None

@@ -267,3 +267,16 @@ def test_positive_values_are_judged_on_the_log_scale():
     assert step.lo > 0.0 and step.hi - step.ref > 2.0 * (step.ref - step.lo)  # a band of ratios, not of differences
     shifted = [{s: v - 1.0 for s, v in n.items()} for n in history]  # some values at or below zero
     assert _judge(shifted, {s: v - 1.0 for s, v in tonight.items()}).report["scale"] == "linear"
+
+
+def test_a_drift_goes_on_only_while_the_nights_since_it_stay_off_the_anchor():
+    from airflow_metric_gate.decision.calibrated import _drift
+
+    rng = random.Random(3)
+    levels = [rng.gauss(0.0, 0.01) for _ in range(18)] + [0.08, 0.09]  # the two last trusted nights drifted up
+    history = [Candidate(f"r{i}", f"night-{i:02d}", True) for i in range(len(levels))]
+    # without the untrusted nights since, the two drifted trusted nights would keep the drift going forever
+    assert _drift("up", levels, 0.0, history, "tonight", few_steps=False) is not None
+    # the nights since the report (untrusted, judged against the same history) are back at the anchor: it ends
+    assert _drift("up", levels, 0.0, history, "tonight", few_steps=False, recent_levels=[0.001, -0.002]) is None
+    assert _drift("up", levels, 0.1, history, "tonight", few_steps=False, recent_levels=[0.09, 0.1]) is not None
