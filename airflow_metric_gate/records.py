@@ -363,8 +363,16 @@ def _open_binary(file: Any) -> Any:
 
 
 def _json_error(err: ValueError) -> str:
+    """The message for a line ``json.loads`` refused, with the column (in characters) where it stopped.
+
+    The decoded document is one record line with its line break: ``err.colno`` would count from that
+    break when the line ends too early, so the column is taken from the position within the line.
+    """
     if isinstance(err, json.JSONDecodeError):
-        return f"not valid JSON: {err.msg} (column {err.colno})"
+        line = err.doc.rstrip("\r\n")
+        if err.pos >= len(line):
+            return f"not valid JSON: {err.msg} (column {len(line) + 1}, the end of the line)"
+        return f"not valid JSON: {err.msg} (column {err.pos + 1})"
     return f"not valid JSON: {err}"
 
 
