@@ -41,7 +41,7 @@ from airflow_metric_gate.pipeline import (
     run_gate,
 )
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import Record, RecordError
+from airflow_metric_gate.records import MARKER_SKIP, Record, RecordError
 from airflow_metric_gate.report import (
     DEFAULT_TABLE_ROWS,
     format_columns,
@@ -209,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "yet (a backfill); default: do not wait, exit 3 naming them")
     run.add_argument("--commit", help="commit sha kept as provenance (mark-untrusted --commit finds it)")
     run.add_argument("--training-job-id", help="training job id kept as provenance")
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="also say which completion markers (_SUCCESS, names starting with '_') of a record "
+                     "directory were not read; other skipped entries are always named")
 
     check = _command(sub, "check", "check gates files as a night would read them (for CI); stores nothing")
     check.add_argument("gates", nargs="+", metavar="GATES",
@@ -398,7 +401,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 store, record=record, declarations=declarations, identity=identity, run=run,
                 format=args.format, history_limit=args.history_limit, min_history=args.min_history,
                 aggregate=args.aggregate, enforce=args.enforce, all_results=args.all, max_results=args.max_results,
-                wait=args.wait, on_skipped=_report_skipped,
+                wait=args.wait, on_skipped=_skipped_reporter(args.verbose),
                 on_stored=lambda run_id: setattr(args, "stored_run", run_id),
             )
         except EarlierRunsPending as exc:
@@ -429,9 +432,15 @@ def _where(verdict: dict, args: argparse.Namespace) -> tuple[str, ...]:
     return (f"Every result: {show_command(verdict)} (same --store); the verdict as JSON: add --json",)
 
 
-def _report_skipped(skipped: Sequence[tuple[str, str]]) -> None:
-    for path, reason in skipped:
-        print(f"metric-gate: record: skipped {printable(path)} ({reason})", file=sys.stderr)
+def _skipped_reporter(verbose: bool) -> Callable[[Sequence[tuple[str, str]]], None]:
+    """Print the record directory entries that were not read; a completion marker only when ``verbose``."""
+
+    def report(skipped: Sequence[tuple[str, str]]) -> None:
+        for path, reason in skipped:
+            if verbose or reason != MARKER_SKIP:
+                print(f"metric-gate: record: skipped {printable(path)} ({reason})", file=sys.stderr)
+
+    return report
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

@@ -243,6 +243,10 @@ def _as_path(location: Any) -> Any:
     return location
 
 
+#: Why a record directory entry named like a completion marker (``_SUCCESS``) is not read.
+MARKER_SKIP = "marker file: the name starts with '_'"
+
+
 def skip_reason(name: str, format: str = "series") -> str | None:
     """Return why a record directory entry is skipped by its name, or ``None`` when it is read.
 
@@ -253,7 +257,7 @@ def skip_reason(name: str, format: str = "series") -> str | None:
     if name.startswith("."):
         return "hidden file: the name starts with '.'"
     if name.startswith("_"):
-        return "marker file: the name starts with '_'"
+        return MARKER_SKIP
     if name.endswith(".tmp"):
         return "temporary file: the name ends with '.tmp'"
     if format == RecordFormat.TENSORBOARD and "tfevents" not in name:

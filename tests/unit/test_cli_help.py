@@ -42,7 +42,7 @@ def test_every_command_help_has_a_description_and_the_defaults(path, parser) -> 
     for action in parser._actions:
         if not action.option_strings or isinstance(action, argparse._HelpAction):
             continue
-        option = action.option_strings[-1]
+        option = action.option_strings[0]
         text = _option_help(page, option)
         assert len(text) > len(option) + 5, f"{' '.join(path)}: {option} has no help text"
         if action.default not in (None, False):
