@@ -247,6 +247,7 @@ def test_history_limit_above_its_bound_is_bad_input(capsys, tmp_path):
     assert str(MAX_HISTORY_LIMIT) in err
 
 
+@pytest.mark.slow
 def test_history_limit_at_its_bound_works_with_that_many_baseline_runs(capsys, tmp_path):
     """The bound is one the store can serve: MAX_HISTORY_LIMIT baseline runs on SQLite."""
     from datetime import datetime, timedelta, timezone

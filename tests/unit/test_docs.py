@@ -96,6 +96,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_docs_build_strict(site: Path) -> None:
     for page in ("index.html", "getting-started/index.html", "runbook/index.html", "cli/index.html",
                  "verdict/index.html", "store-schema/index.html", "changelog/index.html",
@@ -107,6 +108,7 @@ def _code_text(html_text: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", html_text))
 
 
+@pytest.mark.slow
 def test_pages_show_their_example_code_as_plain_markdown(site: Path) -> None:
     """Every example block in a page is the code of its source file, written out in the page itself."""
     examples = _examples()

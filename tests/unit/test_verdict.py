@@ -183,6 +183,7 @@ def test_table_counts_what_truncation_left_out_of_the_verdict():
     assert "79 result(s) left out of the verdict itself" in table
 
 
+@pytest.mark.slow
 def test_summary_stays_exact_at_100000_coordinates_under_the_xcom_limit():
     results = [_result("rollout/raw_reward", s, 0.8 if s % 4 else 0.5 - s * 1e-7, 0.8) for s in range(100_000)]
     verdict = _verdict(results, max_bytes=XCOM_MAX_BYTES)
