@@ -13,6 +13,7 @@ import uuid
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from _test_env import database_name, free_port
 
 PG_ADMIN_URL = os.environ.get("METRIC_GATE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("METRIC_GATE_REQUIRE_PG") == "1"
@@ -36,7 +37,7 @@ def pg_database_url():
         if REQUIRE_PG:
             pytest.fail(message)
         pytest.skip(message)
-    name = f"metric_gate_test_{uuid.uuid4().hex[:12]}"
+    name = database_name()
     with admin.cursor() as cur:
         cur.execute(f'CREATE DATABASE "{name}"')
     parts = urlsplit(PG_ADMIN_URL)
@@ -185,14 +186,6 @@ class S3Server:
         )
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """Start a moto S3 server on a free loopback port for the session; stop it afterwards."""
@@ -204,7 +197,7 @@ def s3_server(tmp_path_factory):
 
     pytest.importorskip("moto.server", reason="the local S3 server needs moto[server] (the test extra)")
     boto3 = pytest.importorskip("boto3")
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     log = (tmp_path_factory.mktemp("moto") / "server.log").open("wb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -258,7 +251,6 @@ def s3_bucket(s3_server, monkeypatch):
 
     Yields the bucket name; the connection is set in this process's environment.
     """
-    import uuid
 
     name = f"gate-{uuid.uuid4().hex[:12]}"
     s3_server.client().create_bucket(Bucket=name)
