@@ -15,6 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FILES = ("nightly_metric_gate.py", "gates/nightly_metric_gate.yaml")
 
 
+@pytest.mark.slow
 def test_the_repository_dags_folder_gives_the_packaged_dag(tmp_path: Path) -> None:
     """dags/nightly_metric_gate.py defines no DAG of its own: it runs the packaged DAG file."""
     probe = (

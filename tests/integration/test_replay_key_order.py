@@ -105,6 +105,7 @@ def pg_database_with(pg_database_url):
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_replay_on_a_database_that_sorts_text_by_dictionary_order(pg_database_with):
     with open_store(pg_database_with("LOCALE 'C.UTF-8'")) as plain, plain._transaction() as cur:
         plain._execute(cur, "SELECT count(*) FROM pg_collation WHERE collprovider = 'i'")
