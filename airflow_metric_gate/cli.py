@@ -41,7 +41,7 @@ from airflow_metric_gate.pipeline import (
     run_gate,
 )
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import Record, RecordError
+from airflow_metric_gate.records import MARKER_SKIP, Record, RecordError
 from airflow_metric_gate.report import (
     DEFAULT_TABLE_ROWS,
     format_columns,
@@ -146,18 +146,37 @@ def _store_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Say each option's default in its help line, unless the help already says it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
+def _command(sub: argparse._SubParsersAction, name: str, summary: str, details: str = "") -> argparse.ArgumentParser:
+    """Add subcommand ``name``: ``summary`` in the command list, and as its ``--help`` description with ``details``."""
+    description = summary[0].upper() + summary[1:] + "." + (" " + details if details else "")
+    return sub.add_parser(name, help=summary, description=description, formatter_class=_HelpFormatter)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the ``metric-gate`` argument parser."""
     parser = argparse.ArgumentParser(
         prog="metric-gate",
         description="Gate nightly training metrics against the history of each coordinate.",
+        formatter_class=_HelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="on an unexpected internal error, print the traceback too")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    run = sub.add_parser("run", help="ingest a record, select, store and evaluate it")
+    run = _command(sub, "run", "ingest a record, select, store and evaluate it",
+                   "Exit status: 0 trusted, or not trusted but not enforced; 1 enforced and not trusted; 2 bad "
+                   "input or usage (nothing stored); 3 the store or the object storage is unavailable (retry).")
     run.add_argument("record", metavar="RECORD",
                      help="record file or directory (JSON Lines): a local path or an object-storage URI "
                      "(s3://[CONN_ID@]bucket/key, gs://..., file://...)")
@@ -190,24 +209,29 @@ def build_parser() -> argparse.ArgumentParser:
                      "yet (a backfill); default: do not wait, exit 3 naming them")
     run.add_argument("--commit", help="commit sha kept as provenance (mark-untrusted --commit finds it)")
     run.add_argument("--training-job-id", help="training job id kept as provenance")
+    run.add_argument("-v", "--verbose", action="store_true",
+                     help="also say which completion markers (_SUCCESS, names starting with '_') of a record "
+                     "directory were not read; other skipped entries are always named")
 
-    check = sub.add_parser("check", help="check gates files as a night would read them (for CI); stores nothing")
+    check = _command(sub, "check", "check gates files as a night would read them (for CI); stores nothing")
     check.add_argument("gates", nargs="+", metavar="GATES",
                        help="gates file(s): .yaml/.yml, .json or .py with register_ci_gate calls")
     check.add_argument("--json", action="store_true", help="print each file's declarations as JSON")
 
-    history = sub.add_parser("history", help="show the stored values of a metric")
-    history.add_argument("metric_key", metavar="METRIC_KEY")
-    history.add_argument("--series", required=True)
-    history.add_argument("--backend")
-    history.add_argument("--suite")
+    history = _command(sub, "history", "show the stored values of a metric")
+    history.add_argument("metric_key", metavar="METRIC_KEY", help="the metric, as declared (e.g. train/grad_norm)")
+    history.add_argument("--series", required=True, help="training job whose nights are shown")
+    history.add_argument("--backend", help="only this hardware backend (default: every backend)")
+    history.add_argument("--suite", help="only this schedule or cluster (default: every suite)")
     history.add_argument("--step", type=_stored_step, help="stored step (-1 for steps \"last\")")
     history.add_argument("--limit", type=_positive, default=50, help="at most this many rows (default: 50)")
     _store_option(history)
     history.add_argument("--json", action="store_true", help="print rows as JSON")
 
     for name, status in (("mark-untrusted", "untrusted"), ("mark-trusted", "trusted")):
-        mark = sub.add_parser(name, help=f"mark runs {status} (idempotent; prints every run it matched)")
+        mark = _command(sub, name, f"mark runs {status} (idempotent; prints every run it matched)",
+                        "Name the runs by one of --run-id, --airflow-run-id or --commit; the other options narrow "
+                        "the match.")
         which = mark.add_mutually_exclusive_group(required=True)
         which.add_argument("--run-id", help="store run id")
         which.add_argument("--airflow-run-id", help="Airflow DAG run id (needs --dag-id)")
@@ -221,7 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
         _store_option(mark)
         mark.set_defaults(status=status)
 
-    runs = sub.add_parser("runs", help="list stored runs with their role and status, newest first")
+    runs = _command(sub, "runs", "list stored runs with their role and status, newest first")
     runs.add_argument("--series", help="only this series")
     runs.add_argument("--backend", help="only this backend")
     runs.add_argument("--suite", help="only this suite")
@@ -229,11 +253,13 @@ def build_parser() -> argparse.ArgumentParser:
     _store_option(runs)
     runs.add_argument("--json", action="store_true", help="print runs as JSON")
 
-    show = sub.add_parser("show", help="rebuild a stored run's verdict against the store as it is now")
+    show = _command(sub, "show", "rebuild a stored run's verdict against the store as it is now")
     show.add_argument("run_id", metavar="RUN_ID", help="store run id (see metric-gate runs)")
-    show.add_argument("--history-limit", type=_history_limit, default=DEFAULT_HISTORY_LIMIT)
-    show.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY)
-    show.add_argument("--aggregate", choices=AGGREGATES, default="mean")
+    show.add_argument("--history-limit", type=_history_limit, default=DEFAULT_HISTORY_LIMIT,
+                      help=f"baseline runs to compare with, 1 to {MAX_HISTORY_LIMIT}")
+    show.add_argument("--min-history", type=_non_negative, default=DEFAULT_MIN_HISTORY,
+                      help="baseline values needed before a coordinate is judged")
+    show.add_argument("--aggregate", choices=AGGREGATES, default="mean", help="baseline reference")
     show.add_argument("--all", action="store_true", help="list every result, not only FAIL and ERROR")
     show.add_argument("--json", action="store_true", help="print only the verdict JSON on stdout")
     show.add_argument("--max-results", type=_non_negative, default=DEFAULT_MAX_RESULTS,
@@ -241,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     _table_rows_option(show)
     _store_option(show)
 
-    replay = sub.add_parser("replay", help="re-judge the stored nights of a series with other gates or settings "
+    replay = _command(sub, "replay", "re-judge the stored nights of a series with other gates or settings "
                                             "(writes nothing)")
     replay.add_argument("--series", required=True, help="training job whose nights are replayed")
     replay.add_argument("--backend", default="cuda", help="hardware backend (default: cuda)")
@@ -260,12 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--json", action="store_true", help="print the replay report as JSON")
     _store_option(replay)
 
-    accept = sub.add_parser(
-        "accept", help="accept a level shift: its nights become the new baseline (rebaseline from the first, mark "
+    accept = _command(
+        sub, "accept", "accept a level shift: its nights become the new baseline (rebaseline from the first, mark "
         "them trusted)",
-        description="Accept the new level of a series from a night on: a rebaseline marker is set on the first "
-        "baseline night at or after --since, and every baseline night from then on is marked trusted with the "
-        "reason, so later nights are judged against those nights (their history, not one night). Idempotent.")
+        "A rebaseline marker is set on the first baseline night at or after --since, and every baseline night "
+        "from then on is marked trusted with the reason, so later nights are judged against those nights (their "
+        "history, not one night). Idempotent.")
     accept.add_argument("--series", required=True, help="training job whose level changed")
     accept.add_argument("--backend", default="cuda", help="hardware backend (default: cuda)")
     accept.add_argument("--suite", default="default", help="schedule or cluster (default: default)")
@@ -275,12 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     accept.add_argument("--reason", required=True, help="why the new level is right (kept with each night)")
     _store_option(accept)
 
-    rebase = sub.add_parser("rebaseline", help="start a fresh baseline at a run: later runs ignore older history")
+    rebase = _command(sub, "rebaseline", "start a fresh baseline at a run: later runs ignore older history")
     rebase.add_argument("--run-id", required=True, help="store run id")
     rebase.add_argument("--undo", action="store_true", help="remove the marker")
     _store_option(rebase)
 
-    prune = sub.add_parser("prune", help="remove old nights, keeping every night a current baseline uses")
+    prune = _command(sub, "prune", "remove old nights, keeping every night a current baseline uses")
     prune.add_argument("--keep", type=_nonnegative, metavar="N",
                        help="keep the N most recent nights of each series identity")
     prune.add_argument("--before", metavar="DATE", help="remove only nights with a logical date before DATE (ISO 8601)")
@@ -295,12 +321,12 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument("--json", action="store_true", help="print the result as JSON")
     _store_option(prune)
 
-    db = sub.add_parser("db", help="store schema")
+    db = _command(sub, "db", "store schema", "metric-gate db upgrade creates or upgrades it.")
     db_sub = db.add_subparsers(dest="db_command", required=True, metavar="ACTION")
-    upgrade = db_sub.add_parser("upgrade", help="create or upgrade the store schema")
+    upgrade = _command(db_sub, "upgrade", "create or upgrade the store schema")
     _store_option(upgrade)
 
-    demo = sub.add_parser("demo", help="end-to-end demo on the embedded store")
+    demo = _command(sub, "demo", "end-to-end demo on the embedded store")
     demo.add_argument("--workdir", help="where to keep the demo's files (default: a new temporary folder)")
     demo.add_argument("--nights", type=_positive, default=5, help="clean nights before the regressed one")
     demo.add_argument("--fresh", action="store_true",
@@ -375,7 +401,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                 store, record=record, declarations=declarations, identity=identity, run=run,
                 format=args.format, history_limit=args.history_limit, min_history=args.min_history,
                 aggregate=args.aggregate, enforce=args.enforce, all_results=args.all, max_results=args.max_results,
-                wait=args.wait, on_skipped=_report_skipped,
+                wait=args.wait, on_skipped=_skipped_reporter(args.verbose),
                 on_stored=lambda run_id: setattr(args, "stored_run", run_id),
             )
         except EarlierRunsPending as exc:
@@ -406,9 +432,15 @@ def _where(verdict: dict, args: argparse.Namespace) -> tuple[str, ...]:
     return (f"Every result: {show_command(verdict)} (same --store); the verdict as JSON: add --json",)
 
 
-def _report_skipped(skipped: Sequence[tuple[str, str]]) -> None:
-    for path, reason in skipped:
-        print(f"metric-gate: record: skipped {printable(path)} ({reason})", file=sys.stderr)
+def _skipped_reporter(verbose: bool) -> Callable[[Sequence[tuple[str, str]]], None]:
+    """Print the record directory entries that were not read; a completion marker only when ``verbose``."""
+
+    def report(skipped: Sequence[tuple[str, str]]) -> None:
+        for path, reason in skipped:
+            if verbose or reason != MARKER_SKIP:
+                print(f"metric-gate: record: skipped {printable(path)} ({reason})", file=sys.stderr)
+
+    return report
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

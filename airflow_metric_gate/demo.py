@@ -191,6 +191,28 @@ def _cli() -> str:
     return str(beside) if beside.exists() else "metric-gate"
 
 
+def print_verdicts(store: SQLiteStore, runs: list, *, regressed: bool) -> None:
+    """Print the first and the last night's verdicts, each under a line that says which night it is.
+
+    :param store: the demo's metric store.
+    :param runs: the stored nights of the demo's series, oldest first.
+    :param regressed: whether the last night is the regressed one.
+    """
+    total = len(runs)
+    shown = [(1, runs[0]), (total, runs[-1])] if total > 1 else [(1, runs[0])] if runs else []
+    for number, run in shown:
+        if number == total and regressed:
+            label = "the regressed night"
+        elif number == 1:
+            label = "the first clean night: no history to compare with yet"
+        else:
+            label = "a clean night"
+        print()
+        _say(f"verdict of night {number}/{total} {run.logical_date.date()} ({label}), as metric-gate show "
+             f"{run.run_id} prints it:")
+        print(render_report(evaluate(store, run.run_id, record=False)))
+
+
 def run_demo(workdir: str | None = None, nights: int = 5, *, fresh: bool = False) -> int:
     """Run the demo and return 0 when every clean night passed and the regressed night failed.
 
@@ -247,10 +269,7 @@ def run_demo(workdir: str | None = None, nights: int = 5, *, fresh: bool = False
 
     with SQLiteStore(store_path) as store:
         runs = sorted(store.list_runs(series=SERIES, limit=total), key=lambda r: r.logical_date)
-        shown = [runs[0], runs[-1]] if len(runs) > 1 else runs
-        for run in shown:
-            print()
-            print(render_report(evaluate(store, run.run_id, record=False)))
+        print_verdicts(store, runs, regressed=outcomes[-1][1])
         rows = store.count("metric_values")
     ok = all((code != 0) == regressed for _, regressed, code in outcomes) and len(runs) == total
     print()

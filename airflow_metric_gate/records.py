@@ -243,6 +243,10 @@ def _as_path(location: Any) -> Any:
     return location
 
 
+#: Why a record directory entry named like a completion marker (``_SUCCESS``) is not read.
+MARKER_SKIP = "marker file: the name starts with '_'"
+
+
 def skip_reason(name: str, format: str = "series") -> str | None:
     """Return why a record directory entry is skipped by its name, or ``None`` when it is read.
 
@@ -253,7 +257,7 @@ def skip_reason(name: str, format: str = "series") -> str | None:
     if name.startswith("."):
         return "hidden file: the name starts with '.'"
     if name.startswith("_"):
-        return "marker file: the name starts with '_'"
+        return MARKER_SKIP
     if name.endswith(".tmp"):
         return "temporary file: the name ends with '.tmp'"
     if format == RecordFormat.TENSORBOARD and "tfevents" not in name:
@@ -363,8 +367,16 @@ def _open_binary(file: Any) -> Any:
 
 
 def _json_error(err: ValueError) -> str:
+    """The message for a line ``json.loads`` refused, with the column (in characters) where it stopped.
+
+    The decoded document is one record line with its line break: ``err.colno`` would count from that
+    break when the line ends too early, so the column is taken from the position within the line.
+    """
     if isinstance(err, json.JSONDecodeError):
-        return f"not valid JSON: {err.msg} (column {err.colno})"
+        line = err.doc.rstrip("\r\n")
+        if err.pos >= len(line):
+            return f"not valid JSON: {err.msg} (column {len(line) + 1}, the end of the line)"
+        return f"not valid JSON: {err.msg} (column {err.pos + 1})"
     return f"not valid JSON: {err}"
 
 

@@ -6,6 +6,7 @@ API and the demo.  Building the verdict is :mod:`airflow_metric_gate.verdict`.
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -93,6 +94,28 @@ def _change(current: float, ref: float) -> str:
 _SIDES = {"above": "above band", "below": "below band", "both": "above and below band"}
 
 
+def _failing_steps(steps_key: str, first: int, last: int, failing: int) -> str:
+    """The failing steps of a declaration: ``steps 120..199`` spans a range, a steps list reads as a list.
+
+    Under a steps list, ``steps [500, 1000]`` when every listed step from the first to the last
+    failing one failed, else the span with the list it is part of.
+
+    :param steps_key: the declaration's steps key (``"all"``, ``[500,1000]``, ...).
+    :param first: the smallest failing step.
+    :param last: the largest failing step.
+    :param failing: how many steps failed.
+    """
+    if first == last:
+        return f"step {first}"
+    listed = json.loads(steps_key) if steps_key.startswith("[") else None
+    if not isinstance(listed, list):
+        return f"steps {first}..{last}"
+    span = sorted(step for step in listed if isinstance(step, int) and first <= step <= last)
+    if len(span) == failing:
+        return f"steps [{', '.join(map(str, span))}]"
+    return f"{failing} of the listed steps from {first} to {last}"
+
+
 def summary_entry_line(entry: Mapping) -> str:
     """Return one ``summary`` entry as the line that opens the report, e.g.::
 
@@ -117,7 +140,7 @@ def summary_entry_line(entry: Mapping) -> str:
     parts = [f"{counts[FAIL] - whole} of {steps} {'step' if steps == 1 else 'steps'} FAIL"]
     first, last = entry["first_failing_step"], entry["last_failing_step"]
     if first is not None:
-        parts.append(f"step {first}" if first == last else f"steps {first}..{last}")
+        parts.append(_failing_steps(entry["steps_key"], first, last, counts[FAIL] - whole))
     parts.append(_SIDES.get(entry["side"], f"{entry['side']} band"))
     if worst is not None:
         at = worst["at_step"] if worst["at_step"] is not None else worst["step"]

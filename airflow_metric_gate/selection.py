@@ -7,6 +7,7 @@ the whole declaration and no values, so a broken metric is reported instead of s
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -262,6 +263,13 @@ def _not_a_number(record: Record, metric: str, steps: object) -> str | None:
             f"which is not a number (policy calibrated: an ERROR, not a dropped point){more}")
 
 
+def _did_you_mean(record: Record, metric: str) -> str:
+    """``"; did you mean 'name'?"`` when the record holds a metric named close to ``metric``, else ``""``."""
+    names = [name for name in record if isinstance(name, str)]
+    close = difflib.get_close_matches(metric, names, n=1, cutoff=0.8)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def select_declaration(record: Record, declaration: GateDeclaration) -> Selection:
     """Select the values one declaration asks for.
 
@@ -271,7 +279,8 @@ def select_declaration(record: Record, declaration: GateDeclaration) -> Selectio
     """
     metric = declaration.metric_key
     if metric not in record:
-        return Selection(declaration, error=f"metric {metric!r} is absent from the record")
+        hint = _did_you_mean(record, metric)
+        return Selection(declaration, error=f"metric {metric!r} is absent from the record{hint}")
     steps = declaration.steps
     if declaration.policy == "calibrated" and getattr(record, "dropped_count", {}).get(metric):
         error = _not_a_number(record, metric, steps)

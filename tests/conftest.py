@@ -13,6 +13,7 @@ import uuid
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from _test_env import database_name, free_port
 
 PG_ADMIN_URL = os.environ.get("METRIC_GATE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("METRIC_GATE_REQUIRE_PG") == "1"
@@ -36,7 +37,7 @@ def pg_database_url():
         if REQUIRE_PG:
             pytest.fail(message)
         pytest.skip(message)
-    name = f"metric_gate_test_{uuid.uuid4().hex[:12]}"
+    name = database_name()
     with admin.cursor() as cur:
         cur.execute(f'CREATE DATABASE "{name}"')
     parts = urlsplit(PG_ADMIN_URL)
@@ -107,46 +108,24 @@ def pytest_sessionfinish(session, exitstatus):
         session.exitstatus = 1
 
 
-# -- markers: by folder, and ``slow`` -------------------------------------------------------------
+# -- markers: by folder; ``slow`` and ``benchmark`` where the tests live ---------------------------
 
 #: Folder under tests/ -> the marker every test in it carries.
 FOLDER_MARKERS = {"unit": "unit", "integration": "integration", "dags": "dag", "system": "system", "browser": "browser"}
-#: Every test of these folders is slow (whole DAG runs, real Airflow components, a browser).
+#: Every test of these folders is slow (whole DAG runs, real Airflow components, a browser).  Elsewhere a slow
+#: module says so with ``pytestmark`` and a slow test with ``@pytest.mark.slow``.
 SLOW_FOLDERS = {"dags", "system", "browser"}
-#: Tests of tests/unit and tests/integration over about 2 s (measured with --durations): node id
-#: prefixes, so one entry may name a file, a test, or a family of tests.
-SLOW_TESTS = (
-    "tests/integration/test_benchmark_smoke.py",
-    "tests/integration/test_ui_benchmark_smoke.py",
-    "tests/integration/test_xcom_sizes_smoke.py",
-    "tests/integration/test_policy_speed_smoke.py",
-    "tests/integration/test_fuzz_inputs.py",
-    "tests/integration/test_store_plans.py",
-    "tests/integration/test_store_stalled_client.py::test_a_stalled_client_blocks_no_other_series_and_is_cut_off_in_time",
-    "tests/integration/test_object_storage.py",
-    "tests/integration/test_cli_limits.py::test_history_limit_at_its_bound_works_with_that_many_baseline_runs",
-    "tests/integration/test_store_connection.py::test_store_that_never_answers_exits_3_within_the_connect_timeout",
-    "tests/integration/test_store_faults.py::test_statement_timeout_exits_3_names_the_setting_and_writes_nothing",
-    "tests/integration/test_packaged_example_dag.py::test_the_wheel_contains_the_example_dag",
-    "tests/unit/test_core_imports.py::test_importing_every_core_module_loads_no_airflow",
-    "tests/unit/test_core_imports.py::test_the_probe_sees_an_airflow_import",
-    "tests/unit/test_docs.py::test_docs_build_strict",
-    "tests/unit/test_docs.py::test_example_code_is_included_from_the_dag_file",
-    "tests/unit/test_store_connection_airflow.py::test_store_that_never_answers_retries_within",
-    "tests/unit/test_verdict.py::test_summary_stays_exact_at_100000_coordinates_under_the_xcom_limit",
-)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its folder's marker, and ``slow`` where it is (``pytest -m "not slow"``)."""
+    """Mark each test with its folder's marker, and ``slow`` in the slow folders (``pytest -m "not slow"``)."""
     here = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         relative = os.path.relpath(str(item.path), here).split(os.sep)
         folder = relative[0] if len(relative) > 1 else ""
         if folder in FOLDER_MARKERS:
             item.add_marker(FOLDER_MARKERS[folder])
-        nodeid = "tests/" + "/".join(relative) + item.nodeid[len(item.nodeid.split("::")[0]):]
-        if folder in SLOW_FOLDERS or nodeid.startswith(SLOW_TESTS):
+        if folder in SLOW_FOLDERS:
             item.add_marker("slow")
 
 
@@ -207,14 +186,6 @@ class S3Server:
         )
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """Start a moto S3 server on a free loopback port for the session; stop it afterwards."""
@@ -226,7 +197,7 @@ def s3_server(tmp_path_factory):
 
     pytest.importorskip("moto.server", reason="the local S3 server needs moto[server] (the test extra)")
     boto3 = pytest.importorskip("boto3")
-    port = _free_port()
+    port = free_port()
     endpoint = f"http://127.0.0.1:{port}"
     log = (tmp_path_factory.mktemp("moto") / "server.log").open("wb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
@@ -280,7 +251,6 @@ def s3_bucket(s3_server, monkeypatch):
 
     Yields the bucket name; the connection is set in this process's environment.
     """
-    import uuid
 
     name = f"gate-{uuid.uuid4().hex[:12]}"
     s3_server.client().create_bucket(Bucket=name)

@@ -22,7 +22,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _test_env import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNNER = REPO_ROOT / "tests" / "dags" / "_dag_runner.py"
@@ -60,12 +60,6 @@ def _write_night(root: Path, day: str, *, reward: float, wobble: float) -> None:
         lines.append({"metric": "rollout/tito_session_mismatch_rate/v1/assistant_text", "series": [[3, 0.01]]})
         (night / f"rank{rank}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     (night / "_SUCCESS").touch()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -154,7 +148,7 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory, pg_database_url: str) ->
                     "metric_gate_schema CASCADE")
     conn.close()
 
-    port = _free_port()
+    port = free_port()
     bundles = [{"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
                 "kwargs": {}}]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW__", "AIRFLOW_CONN_", "AIRFLOW_VAR_"))}

@@ -14,7 +14,7 @@ pytest.importorskip("numpy")
 pytest.importorskip("sklearn")
 pytest.importorskip("gymnasium")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.benchmark]
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"

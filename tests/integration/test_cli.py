@@ -13,6 +13,7 @@ from airflow_metric_gate.schemas.verdict import VerdictSchema
 from airflow_metric_gate.store import open_store
 from airflow_metric_gate.store.schema import SCHEMA_VERSION
 
+C = {"rel_up": 0.2, "rel_down": 0.2}
 GATES_PY = 'register_ci_gate(metric_key="rollout/raw_reward")\n'
 GATES_YAML = """\
 gates:
@@ -411,3 +412,17 @@ def test_show_rebuilds_every_count_of_the_run_verdict(capsys, tmp_path, store_ur
     (entry,) = shown["summary"]
     assert entry["counts"] == {"PASS": 40, "FAIL": 80, "INACTIVE": 0, "ERROR": 0}
     assert shown["results"] == given["results"] and shown["truncated"] == given["truncated"]
+
+
+def test_a_misspelt_metric_gets_the_close_name_of_the_record(capsys, tmp_path, store_url):
+    record = tmp_path / "night.jsonl"
+    record.write_text(json.dumps({"metric": "eval/f1_score", "series": [[0, 0.5]]}) + "\n"
+                      + json.dumps({"metric": "train/grad_norm", "series": [[0, 1.0]]}) + "\n")
+    gates = tmp_path / "gates.json"
+    gates.write_text(json.dumps([{"metric_key": "eval/f1_scroe", "steps": "last", "constraint": C},
+                                 {"metric_key": "eval/unrelated", "steps": "last", "constraint": C}]))
+    code, out, _ = _run(capsys, "run", record, "--gates", gates, "--store", store_url, "--json")
+    assert code == 0
+    reasons = {r["metric_key"]: r["reason"] for r in json.loads(out)["results"]}
+    assert reasons["eval/f1_scroe"] == "metric 'eval/f1_scroe' is absent from the record; did you mean 'eval/f1_score'?"
+    assert reasons["eval/unrelated"] == "metric 'eval/unrelated' is absent from the record"

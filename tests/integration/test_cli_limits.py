@@ -247,6 +247,7 @@ def test_history_limit_above_its_bound_is_bad_input(capsys, tmp_path):
     assert str(MAX_HISTORY_LIMIT) in err
 
 
+@pytest.mark.slow
 def test_history_limit_at_its_bound_works_with_that_many_baseline_runs(capsys, tmp_path):
     """The bound is one the store can serve: MAX_HISTORY_LIMIT baseline runs on SQLite."""
     from datetime import datetime, timedelta, timezone
@@ -413,8 +414,23 @@ def test_skipped_entries_of_a_record_directory_are_reported(capsys, tmp_path):
     (folder / "logs").mkdir()
     code, _, err = _run(capsys, "run", folder, "--gates", _gates(tmp_path), "--store", _sqlite(tmp_path))
     assert code == 0, err
+    for name in ("rank1.jsonl.tmp", "logs"):
+        assert f"skipped {folder / name}" in err
+    assert "_SUCCESS" not in err  # the marker every complete night has is no news
+    code, _, err = _run(capsys, "run", folder, "--gates", _gates(tmp_path), "--store", _sqlite(tmp_path), "-v")
+    assert code == 0, err
     for name in ("_SUCCESS", "rank1.jsonl.tmp", "logs"):
         assert f"skipped {folder / name}" in err
+
+
+def test_a_complete_night_folder_runs_without_a_word_about_its_marker(capsys, tmp_path):
+    folder = tmp_path / "night"
+    folder.mkdir()
+    _record(folder, '{"metric": "m", "series": [[0, 1.0]]}\n', name="rank0.jsonl")
+    _record(folder, "", name="_SUCCESS")
+    code, _, err = _run(capsys, "run", folder, "--gates", _gates(tmp_path), "--store", _sqlite(tmp_path))
+    assert code == 0, err
+    assert "skipped" not in err
 
 
 # -- forged log lines ------------------------------------------------------------------------------

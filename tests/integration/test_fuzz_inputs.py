@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from airflow_metric_gate.cli import main
 from airflow_metric_gate.store import open_store
 
+pytestmark = pytest.mark.slow
+
 FUZZ = settings(
     max_examples=60,
     deadline=None,

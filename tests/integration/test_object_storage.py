@@ -32,6 +32,8 @@ from airflow_metric_gate.operators.persist import PersistValuesOperator
 from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
 
+pytestmark = pytest.mark.slow
+
 pytest.importorskip("s3fs")
 
 CONN = "gate_s3"

@@ -9,10 +9,13 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 FILES = ("nightly_metric_gate.py", "gates/nightly_metric_gate.yaml")
 
 
+@pytest.mark.slow
 def test_the_repository_dags_folder_gives_the_packaged_dag(tmp_path: Path) -> None:
     """dags/nightly_metric_gate.py defines no DAG of its own: it runs the packaged DAG file."""
     probe = (
@@ -47,6 +50,7 @@ def test_the_repository_dags_folder_holds_the_packaged_gates_file_unchanged() ->
     )
 
 
+@pytest.mark.slow
 def test_the_wheel_contains_the_example_dag_and_its_gates_file(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w",

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import random
 import sqlite3
-import uuid
 from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from _test_env import database_name
 
 from airflow_metric_gate.declarations import declare
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist
@@ -88,7 +88,7 @@ def pg_database_with(pg_database_url):
     names = []
 
     def create(options: str) -> str:
-        name = f"metric_gate_test_{uuid.uuid4().hex[:12]}"
+        name = database_name()
         with admin.cursor() as cur:
             cur.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 {options}')
         names.append(name)
@@ -105,6 +105,7 @@ def pg_database_with(pg_database_url):
 
 
 @pytest.mark.postgres
+@pytest.mark.slow
 def test_replay_on_a_database_that_sorts_text_by_dictionary_order(pg_database_with):
     with open_store(pg_database_with("LOCALE 'C.UTF-8'")) as plain, plain._transaction() as cur:
         plain._execute(cur, "SELECT count(*) FROM pg_collation WHERE collprovider = 'i'")

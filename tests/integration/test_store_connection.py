@@ -135,6 +135,7 @@ def _run_cli_process(record, url, timeout=40):
     return proc, time.monotonic() - started
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("query", "limit"), [("?connect_timeout=2", 2), ("", 10)])
 def test_store_that_never_answers_exits_3_within_the_connect_timeout(record, silent_server, query, limit):
     proc, took = _run_cli_process(record, f"postgresql://postgres@127.0.0.1:{silent_server.port}/x{query}")

@@ -188,6 +188,7 @@ def _cli_process(url, record, gates, timeout=60):
     return proc, time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_statement_timeout_exits_3_names_the_setting_and_writes_nothing(tmp_path, pg_url, locked_runs):
     start_lock, release = locked_runs
     record, gates = _night(tmp_path, "v1", 1.0)

@@ -17,7 +17,7 @@ from airflow_metric_gate.declarations.resolution import declare
 from airflow_metric_gate.pipeline import evaluate
 from airflow_metric_gate.store import RunRow, ValueRow, open_store
 
-pytestmark = pytest.mark.postgres
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 GATES = [declare(f"m{i}", steps="all", constraint={"rel_up": 0.2, "rel_down": 0.2}) for i in range(4)]
 CALIBRATED = declare("c", steps="all", constraint={"rel_up": 0.2, "rel_down": 0.2}, policy="calibrated")

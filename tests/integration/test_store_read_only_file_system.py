@@ -61,6 +61,7 @@ def test_writers_exit_2_not_3_on_a_read_only_file_system(folder, name, argv):
     assert not (folder / "new.db").exists()
 
 
+@pytest.mark.slow
 def test_the_persist_task_fails_without_retry_on_a_read_only_file_system(folder):
     code = textwrap.dedent(f"""
         import os

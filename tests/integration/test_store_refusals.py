@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg2
 import pytest
+from _test_env import database_name
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from fake_postgres import FakePostgres
 
@@ -80,7 +81,7 @@ def role(admin):
 @pytest.fixture
 def closed_db(admin, role):
     """A database that ``role`` may not connect to."""
-    name = f"mg_closed_{uuid.uuid4().hex[:8]}"
+    name = database_name("closed")
     with admin.cursor() as cur:
         cur.execute(f'CREATE DATABASE "{name}"')
         cur.execute(f'REVOKE CONNECT ON DATABASE "{name}" FROM PUBLIC')

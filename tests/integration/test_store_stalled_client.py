@@ -105,6 +105,7 @@ def upgraded(pg_url):
     return pg_url
 
 
+@pytest.mark.slow
 def test_a_stalled_client_blocks_no_other_series_and_is_cut_off_in_time(upgraded):
     # the first statement of a fresh client that would hold anything: the schema lock, or its run's row
     proxy = SilentProxy(_target(upgraded), rb"pg_advisory_xact_lock|INSERT INTO runs")

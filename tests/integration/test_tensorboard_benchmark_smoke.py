@@ -12,7 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.benchmark]
 
 
 def test_tensorboard_read_benchmark_writes_its_figures(tmp_path):

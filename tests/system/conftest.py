@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from _airflow_stack import AirflowStack, RestClient
+from _test_env import database_name, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_DAGS = Path(__file__).resolve().parent / "dags"
@@ -54,12 +54,6 @@ def _unavailable(message: str) -> None:
     if REQUIRE_SERVICES:
         pytest.fail(f"{message} (METRIC_GATE_REQUIRE_PG=1: the system test must run)")
     pytest.skip(message)
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _db_url(name: str, scheme: str | None = None) -> str:
@@ -187,8 +181,8 @@ def _airflow_env(tmp: Path, *, meta_db: str, store_db: str, api_port: int, redis
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "15",
             "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
             "AIRFLOW__SCHEDULER__ENABLE_HEALTH_CHECK": "False",
-            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
-            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
             "AIRFLOW_CONN_METRIC_GATE_DB": _db_url(store_db),
             # Where the asset examples (tests/system/dags/asset_examples.py) write and read their records.
             "METRIC_GATE_SYSTEM_ASSET_RECORDS": str(tmp / "asset_records"),
@@ -209,7 +203,7 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
     admin, redis_client = _connect_services()
     tmp = tmp_path_factory.mktemp("airflow_system")
     token = secrets.token_hex(6)
-    meta_db, store_db = f"metric_gate_sys_meta_{token}", f"metric_gate_sys_store_{token}"
+    meta_db, store_db = database_name("sys_meta"), database_name("sys_store")
     redis_prefix = f"metric-gate-system-{token}:"
     processes = _Processes()
     created: list[str] = []
@@ -218,7 +212,7 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
             with admin.cursor() as cur:
                 cur.execute(f'CREATE DATABASE "{name}"')
             created.append(name)
-        api_port = _free_port()
+        api_port = free_port()
         env = _airflow_env(tmp, meta_db=meta_db, store_db=store_db, api_port=api_port, redis_prefix=redis_prefix)
         home = Path(env["AIRFLOW_HOME"])
         home.mkdir()

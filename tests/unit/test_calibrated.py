@@ -54,6 +54,7 @@ def test_t_quantiles_and_trimmed_mean():
     assert trimmed_mean([1, 2, 3, 4, 100]) == pytest.approx(3.0)  # one spike in five is cut
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("steps", "shared", "heavy", "trials"), [
     (10, 0.0, False, 400), (10, 0.9, True, 400), (300, 0.0, True, 150), (300, 0.5, False, 150),
     (300, 0.9, True, 150), (2000, 0.9, False, 30),

@@ -52,6 +52,7 @@ def test_the_core_module_list_is_complete() -> None:
     assert not [m for m in modules if ".operators" in m or ".plugins" in m]
 
 
+@pytest.mark.slow
 def test_importing_every_core_module_loads_no_airflow() -> None:
     modules = core_modules()
     loaded = _loaded_after("\n".join(f"import {name}" for name in modules))
@@ -59,6 +60,7 @@ def test_importing_every_core_module_loads_no_airflow() -> None:
     assert loaded["airflow"] == [], f"a core module imports Airflow: {loaded['airflow'][:10]}"
 
 
+@pytest.mark.slow
 def test_the_probe_sees_an_airflow_import() -> None:
     """The check above can fail: importing an operator module does load Airflow."""
     loaded = _loaded_after("import airflow_metric_gate.operators.evaluate")

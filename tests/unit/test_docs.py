@@ -96,6 +96,7 @@ def site(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_docs_build_strict(site: Path) -> None:
     for page in ("index.html", "getting-started/index.html", "runbook/index.html", "cli/index.html",
                  "verdict/index.html", "store-schema/index.html", "changelog/index.html",
@@ -107,6 +108,7 @@ def _code_text(html_text: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", html_text))
 
 
+@pytest.mark.slow
 def test_pages_show_their_example_code_as_plain_markdown(site: Path) -> None:
     """Every example block in a page is the code of its source file, written out in the page itself."""
     examples = _examples()
@@ -347,3 +349,98 @@ def test_store_schema_is_documented() -> None:
 
 def test_benchmarks_page_says_how_to_run() -> None:
     assert "python benchmarks/run.py" in _read(DOCS / "benchmarks.md")
+
+
+# -- plain Markdown: pages read the same on a repository browser and in the built site ------------
+
+_LINK = re.compile(r"\[(?P<text>[^\]]*)\]\((?P<target>[^)\s]+)\)")
+
+
+def _prose_lines(text: str):
+    """(line number, line) of every line outside fenced code blocks."""
+    fence = None
+    for number, line in enumerate(text.splitlines(), 1):
+        marker = re.match(r"\s*(```+|~~~+)", line)
+        if marker:
+            if fence is None:
+                fence = marker.group(1)[0] * 3
+            elif marker.group(1).startswith(fence):
+                fence = None
+            continue
+        if fence is None:
+            yield number, line
+
+
+def _heading_text(raw: str) -> str:
+    """What a heading reads once rendered: link text kept, code and emphasis marks dropped."""
+    text = _LINK.sub(lambda m: m["text"], raw)
+    text = text.replace("`", "")
+    return re.sub(r"(\*\*|__|\*)(.+?)\1", r"\2", text).strip()
+
+
+def _github_slug(text: str) -> str:
+    """The anchor GitHub's renderer gives a heading (lower case, punctuation dropped, each space a dash)."""
+    return re.sub(r"[^\w\- ]", "", text.lower()).replace(" ", "-")
+
+
+def _mkdocs_slug(text: str) -> str:
+    from markdown.extensions.toc import slugify
+
+    return slugify(text, "-")
+
+
+def _anchors(text: str, slug, duplicate: str) -> set[str]:
+    """Every heading anchor of a page, with the renderer's suffix for repeated headings."""
+    seen: dict[str, int] = {}
+    anchors = set()
+    for _number, line in _prose_lines(text):
+        heading = re.match(r"#{1,6} (.+?)\s*#*\s*$", line)
+        if not heading:
+            continue
+        base = slug(_heading_text(heading.group(1)))
+        count = seen.get(base, 0)
+        seen[base] = count + 1
+        anchors.add(base if count == 0 else f"{base}{duplicate}{count}")
+    return anchors
+
+
+def test_pages_use_no_syntax_a_repository_browser_shows_raw() -> None:
+    """No ``{#id}`` heading attribute and no ``!!!`` admonition: GitHub prints both as text."""
+    found = []
+    for rel, text in _pages().items():
+        for number, line in _prose_lines(text):
+            if re.match(r"#{1,6} ", line) and "{#" in line:
+                found.append(f"docs/{rel}:{number}: heading with an {{#id}} attribute: {line.strip()}")
+            if re.match(r"\s*(!!!|\?\?\?)", line):
+                found.append(f"docs/{rel}:{number}: admonition block: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_every_anchor_link_lands_on_a_heading_under_both_renderers() -> None:
+    """A ``page.md#anchor`` link names a heading's anchor as GitHub and MkDocs both derive it from its text."""
+    pages = {DOCS / rel: text for rel, text in _pages().items()}
+    pages[ROOT / "README.md"] = _read(ROOT / "README.md")
+    renderers = {"GitHub": (_github_slug, "-"), "MkDocs": (_mkdocs_slug, "_")}
+    anchors = {
+        (path, name): _anchors(text, slug, duplicate)
+        for path, text in pages.items()
+        for name, (slug, duplicate) in renderers.items()
+    }
+    broken = []
+    checked = 0
+    for path, text in pages.items():
+        lines = dict(_prose_lines(text))
+        prose = "\n".join(lines.get(n, "") for n in range(1, len(text.splitlines()) + 1))
+        for link in _LINK.finditer(prose):  # a link's text may wrap onto the next line
+            target, _, anchor = link["target"].partition("#")
+            if not anchor or "://" in target or not (target == "" or target.endswith(".md")):
+                continue
+            page = (path.parent / target).resolve() if target else path
+            number = prose.count("\n", 0, link.start()) + 1
+            checked += 1
+            for name in renderers:
+                if anchor not in anchors.get((page, name), set()):
+                    broken.append(f"{path.relative_to(ROOT)}:{number}: #{anchor} is no heading of "
+                                  f"{page.relative_to(ROOT)} on {name}")
+    assert checked > 100
+    assert not broken, "\n".join(broken)

@@ -217,6 +217,20 @@ def test_unknown_format_is_an_error(tmp_path):
 
 
 @pytest.mark.parametrize(
+    ("line", "where"),
+    [
+        ('{"metric": "m" "series": []}', "Expecting ',' delimiter (column 16)"),
+        ('{"metric": "m", "series": [[0, 1.0]', "Expecting ',' delimiter (column 36, the end of the line)"),
+        ('{"metric": "m", "series": [[0, 1.0]]} x', "Extra data (column 39)"),
+        ("garbage", "Expecting value (column 1)"),
+    ],
+)
+def test_a_broken_json_line_is_reported_at_its_real_column(tmp_path, line, where):
+    path = _write(tmp_path / "record.jsonl", {"metric": "ok", "series": [[0, 1.0]]}, line)
+    assert str(_error(path)) == f"{path}:2: not valid JSON: {where}"
+
+
+@pytest.mark.parametrize(
     ("line", "message"),
     [
         ("{not json", "not valid JSON"),

@@ -46,6 +46,7 @@ def test_every_scalar_of_every_tag_is_read_as_the_writer_stored_it(tmp_path):
     assert [name for name, _ in record.skipped] == [str(tmp_path / "_SUCCESS")]
 
 
+@pytest.mark.slow
 def test_more_than_ten_thousand_points_per_tag_are_all_kept(tmp_path):
     writer = SummaryWriter(str(tmp_path))
     for step in range(25_000):

@@ -78,6 +78,7 @@ def test_hand_decoding_agrees_with_protobuf_and_with_what_was_logged(tmp_path_fa
         assert len([s for s, _ in fast[tag] if s is None]) == len(negatives)
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(events=scalars, data=st.data())
 def test_damage_is_bad_input_naming_a_record_offset_never_a_crash(tmp_path_factory, events, data):

@@ -95,6 +95,7 @@ def test_unreachable_store_retries_without_showing_the_password(monkeypatch, cap
     _assert_no_secret(caplog.text)
 
 
+@pytest.mark.slow
 def test_store_that_never_answers_retries_within_the_connect_timeout_extra(monkeypatch):
     with FakePostgres("silent") as server:
         _connection(monkeypatch, port=server.port, extra={"connect_timeout": 2})
@@ -105,6 +106,7 @@ def test_store_that_never_answers_retries_within_the_connect_timeout_extra(monke
     assert outcome["took"] < 10
 
 
+@pytest.mark.slow
 def test_store_that_never_answers_retries_within_the_default_connect_timeout(monkeypatch):
     with FakePostgres("silent") as server:
         _connection(monkeypatch, port=server.port)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from importlib.metadata import entry_points
 
+import pytest
+
 from airflow_metric_gate import get_provider_info
 
 _LOADED = """
@@ -26,6 +28,7 @@ def test_the_plugin_is_an_airflow_plugins_entry_point():
     assert issubclass(found[0].load(), AirflowPlugin)
 
 
+@pytest.mark.slow
 def test_the_provider_info_names_the_plugin_and_airflow_loads_it_once(tmp_path):
     # As Airflow's own providers do: the entry point loads it, the provider info lists it.
     (plugin,) = get_provider_info()["plugins"]

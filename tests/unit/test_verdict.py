@@ -183,6 +183,7 @@ def test_table_counts_what_truncation_left_out_of_the_verdict():
     assert "79 result(s) left out of the verdict itself" in table
 
 
+@pytest.mark.slow
 def test_summary_stays_exact_at_100000_coordinates_under_the_xcom_limit():
     results = [_result("rollout/raw_reward", s, 0.8 if s % 4 else 0.5 - s * 1e-7, 0.8) for s in range(100_000)]
     verdict = _verdict(results, max_bytes=XCOM_MAX_BYTES)
@@ -193,3 +194,21 @@ def test_summary_stays_exact_at_100000_coordinates_under_the_xcom_limit():
     assert entry["worst"]["step"] == 99_996  # the lowest value
     assert verdict["results"][0]["step"] == 99_996
     assert len(verdict["results"]) + verdict["truncated"] == 25_000
+
+
+@pytest.mark.parametrize(
+    ("listed", "currents", "shown"),
+    [
+        ([500, 1000], {500: 0.4, 1000: 0.4}, "2 of 2 steps FAIL, steps [500, 1000], below band"),
+        ([1000, 500, 750], {500: 0.4, 750: 0.4, 1000: 0.8}, "2 of 3 steps FAIL, steps [500, 750], below band"),
+        ([500, 750, 1000], {500: 0.4, 750: 0.8, 1000: 0.4},
+         "2 of 3 steps FAIL, 2 of the listed steps from 500 to 1000, below band"),
+        ([500, 1000], {500: 0.8, 1000: 0.4}, "1 of 2 steps FAIL, step 1000, below band"),
+    ],
+)
+def test_the_failing_steps_of_a_steps_list_read_as_a_list(listed, currents, shown):
+    """``steps 500..1000`` would read as a range of 501 steps; the list ``[500, 1000]`` had two."""
+    key = json.dumps(listed, separators=(",", ":"))
+    results = [_result("eval/f1", s, currents[s], 0.8, steps_key=key) for s in listed]
+    (line,) = [x for x in str(render_report(_verdict(results))).splitlines() if x.startswith("REGRESSED")]
+    assert line.startswith(f"REGRESSED eval/f1 (steps {key}): {shown}, worst step")
