@@ -58,3 +58,19 @@ def free_port() -> int:
                 continue
             return sock.getsockname()[1]
     raise RuntimeError(f"{PORTS_ENV}={os.environ[PORTS_ENV]!r}: no free port in that range")
+
+
+def drop_store_tables(url: str) -> None:
+    """Drop every table of the metric store (any schema version) from the Postgres database at ``url``."""
+    import psycopg2
+
+    conn = psycopg2.connect(url)
+    conn.autocommit = True
+    with conn.cursor() as cur:
+        cur.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass('metric_values')")
+        kind = cur.fetchone()
+        if kind and kind[0] == "v":  # schema version 6 on: a view over metric_points
+            cur.execute("DROP VIEW metric_values")
+        cur.execute("DROP TABLE IF EXISTS metric_values, metric_points, run_blocks, coordinates, declarations, runs, "
+                    "metric_gate_schema CASCADE")
+    conn.close()

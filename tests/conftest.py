@@ -13,7 +13,7 @@ import uuid
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from _test_env import database_name, free_port
+from _test_env import database_name, drop_store_tables, free_port
 
 PG_ADMIN_URL = os.environ.get("METRIC_GATE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("METRIC_GATE_REQUIRE_PG") == "1"
@@ -51,18 +51,7 @@ def pg_database_url():
 
 
 def _reset_pg(url: str) -> None:
-    import psycopg2
-
-    conn = psycopg2.connect(url)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass('metric_values')")
-        kind = cur.fetchone()
-        if kind and kind[0] == "v":  # schema version 6 on: a view over metric_points
-            cur.execute("DROP VIEW metric_values")
-        cur.execute("DROP TABLE IF EXISTS metric_values, metric_points, run_blocks, coordinates, declarations, runs, "
-                    "metric_gate_schema CASCADE")
-    conn.close()
+    drop_store_tables(url)
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _test_env import free_port
+from _test_env import drop_store_tables, free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNNER = REPO_ROOT / "tests" / "dags" / "_dag_runner.py"
@@ -135,18 +135,7 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory, pg_database_url: str) ->
     _write_night(records, BAD_NIGHT, reward=0.4, wobble=0.0)  # raw_reward halves: below the band
     (home / "passwords.json").write_text(json.dumps(PASSWORDS))
 
-    import psycopg2
-
-    conn = psycopg2.connect(pg_database_url)
-    conn.autocommit = True
-    with conn.cursor() as cur:
-        cur.execute("SELECT relkind FROM pg_class WHERE oid = to_regclass('metric_values')")
-        kind = cur.fetchone()
-        if kind and kind[0] == "v":  # schema version 6 on: a view over metric_points
-            cur.execute("DROP VIEW metric_values")
-        cur.execute("DROP TABLE IF EXISTS metric_values, metric_points, run_blocks, coordinates, declarations, runs, "
-                    "metric_gate_schema CASCADE")
-    conn.close()
+    drop_store_tables(pg_database_url)
 
     port = free_port()
     bundles = [{"name": "dags-folder", "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",

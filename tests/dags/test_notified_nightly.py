@@ -32,6 +32,19 @@ def _night(root: Path, night: str, reward: float) -> None:
     ]})
 
 
+def _connections(tmp_path, mailbox, webhook) -> dict[str, str]:
+    """The store, SMTP and Slack connections of the notified DAG, pointing at the loopback servers."""
+    return {
+        "AIRFLOW_CONN_METRIC_GATE_DB": f"sqlite:///{tmp_path / 'metric_gate.db'}",
+        "AIRFLOW_CONN_METRIC_GATE_SMTP": json.dumps({
+            "conn_type": "smtp", "host": "127.0.0.1", "port": mailbox.port,
+            "extra": {"disable_ssl": True, "disable_tls": True}}),
+        "AIRFLOW_CONN_METRIC_GATE_SLACK": json.dumps({
+            "conn_type": "slackwebhook", "host": f"{webhook.url}/services", "password": TOKEN}),
+        "AIRFLOW__API__BASE_URL": "http://airflow.example:8080",
+    }
+
+
 def test_a_regressed_night_is_told_by_email_and_slack_and_good_nights_are_quiet(airflow_env, tmp_path):
     root = tmp_path / "records"
     for night, reward in zip(NIGHTS, (0.8, 0.8, 0.4)):
@@ -39,15 +52,7 @@ def test_a_regressed_night_is_told_by_email_and_slack_and_good_nights_are_quiet(
     dag_file = airflow_env.scratch_dags / EXAMPLE.name
     shutil.copy(EXAMPLE, dag_file)
     with smtp_server() as mailbox, webhook_server() as webhook:
-        env = {
-            "AIRFLOW_CONN_METRIC_GATE_DB": f"sqlite:///{tmp_path / 'metric_gate.db'}",
-            "AIRFLOW_CONN_METRIC_GATE_SMTP": json.dumps({
-                "conn_type": "smtp", "host": "127.0.0.1", "port": mailbox.port,
-                "extra": {"disable_ssl": True, "disable_tls": True}}),
-            "AIRFLOW_CONN_METRIC_GATE_SLACK": json.dumps({
-                "conn_type": "slackwebhook", "host": f"{webhook.url}/services", "password": TOKEN}),
-            "AIRFLOW__API__BASE_URL": "http://airflow.example:8080",
-        }
+        env = _connections(tmp_path, mailbox, webhook)
         results = airflow_env.dag_tests(
             [{"dag_id": DAG_ID, "dag_file": dag_file, "logical_date": f"{night}T00:00:00+00:00",
               "conf": {"record_root": str(root), "role": "baseline"}} for night in NIGHTS],
@@ -103,15 +108,7 @@ def test_a_night_that_passes_with_a_warn_failure_is_told_as_a_warning(airflow_en
     dag_file.write_text(source.replace(gated, gated[:-1] + ', "severity": "warn"}')
                         .replace(f'dag_id="{DAG_ID}"', f'dag_id="{WARN_DAG_ID}"'))
     with smtp_server() as mailbox, webhook_server() as webhook:
-        env = {
-            "AIRFLOW_CONN_METRIC_GATE_DB": f"sqlite:///{tmp_path / 'metric_gate.db'}",
-            "AIRFLOW_CONN_METRIC_GATE_SMTP": json.dumps({
-                "conn_type": "smtp", "host": "127.0.0.1", "port": mailbox.port,
-                "extra": {"disable_ssl": True, "disable_tls": True}}),
-            "AIRFLOW_CONN_METRIC_GATE_SLACK": json.dumps({
-                "conn_type": "slackwebhook", "host": f"{webhook.url}/services", "password": TOKEN}),
-            "AIRFLOW__API__BASE_URL": "http://airflow.example:8080",
-        }
+        env = _connections(tmp_path, mailbox, webhook)
         results = airflow_env.dag_tests(
             [{"dag_id": WARN_DAG_ID, "dag_file": dag_file, "logical_date": f"{night}T00:00:00+00:00",
               "conf": {"record_root": str(root), "role": "baseline"}} for night in NIGHTS],
