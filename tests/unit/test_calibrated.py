@@ -281,3 +281,18 @@ def test_a_drift_goes_on_only_while_the_nights_since_it_stay_off_the_anchor():
     # the nights since the report (untrusted, judged against the same history) are back at the anchor: it ends
     assert _drift("up", levels, 0.0, history, "tonight", few_steps=False, recent_levels=[0.001, -0.002]) is None
     assert _drift("up", levels, 0.1, history, "tonight", few_steps=False, recent_levels=[0.09, 0.1]) is not None
+
+
+def test_a_night_worse_within_the_night_again_continues_without_paging():
+    rng = random.Random(21)
+    history = _nights(rng, 25, 100, 0.9)
+    own_sd = 0.5 * math.sqrt(0.1)
+    first_values, second_values = (
+        {s: v + (3.0 * own_sd if s >= 50 else 0.0) for s, v in n.items()} for n in _nights(rng, 2, 100, 0.9))
+    first = _judge(history, first_values)
+    assert first.outcome == "fail" and first.stored["shape"]
+    earlier = Candidate("tonight", "2026-02-01", False, first.stored, first_values)
+    second = _judge(history, second_values, recent=[earlier])
+    assert second.outcome == "shift", second.report.get("shape")
+    assert second.report["shape"]["continues"] and second.report["shape"]["since_run_id"] == "tonight"
+    assert not blocks("FAIL", GATE, enforce=True, outcome=second.outcome)
