@@ -330,7 +330,12 @@ class PostgresStore(MetricStore):
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK_KEY,))
 
     def _table_exists(self, cur: Any, name: str) -> bool:
-        cur.execute("SELECT to_regclass(%s) IS NOT NULL", (name,))
+        # Read pg_class under the statement's snapshot, not through ``to_regclass``: the server's cache of
+        # names keeps this transaction's earlier "no such table" even after another client's upgrade, which
+        # this one waited for, committed the table.
+        cur.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = %s "
+            "AND relnamespace = current_schema()::regnamespace)", (name,))
         return bool(cur.fetchone()[0])
 
     def _bulk_insert_values(self, cur: Any, rows: list[tuple]) -> None:

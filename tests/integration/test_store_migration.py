@@ -142,3 +142,52 @@ def test_text_keyed_values_become_integer_keyed_with_their_order_and_stay_readab
         assert history == {0: [8.0], 1: [7.0], 2: [2.5], 3: [2.0]}
         assert store.write_night(_run("a", 1), [ValueRow(*v) for v in rows["a"]]).rows == 7
         assert store.run_values("a") == [ValueRow(*v) for v in rows["a"]]
+
+
+@pytest.mark.postgres
+def test_a_client_that_waited_for_another_clients_first_upgrade_sees_the_new_schema(pg_url):
+    """Two clients open an empty store at once (two series' first night): the one that waits must not migrate again.
+
+    The waiting client looked for the schema table before the other created it; once the other commits, the
+    waiting client must see the table it did not see, not its own earlier "no such table".
+    """
+    import threading
+    import time
+
+    import psycopg2
+
+    from airflow_metric_gate.store.postgres import _ADVISORY_LOCK_KEY
+
+    first = psycopg2.connect(pg_url)
+    waiting: dict = {}
+    try:
+        with first.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK_KEY,))  # the first client's upgrade
+
+            def second_client():
+                try:
+                    with open_store(pg_url) as store:
+                        waiting["result"] = store.upgrade()
+                except Exception as exc:  # noqa: BLE001 - reported by the assertion below
+                    waiting["error"] = exc
+
+            thread = threading.Thread(target=second_client)
+            thread.start()
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # until the second client waits for the lock
+                cur.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+                if cur.fetchone()[0]:
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("the second client never waited for the schema lock")
+            for version in range(1, SCHEMA_VERSION + 1):
+                for statement in migration_statements(version, "postgres"):
+                    cur.execute(statement)
+                cur.execute(f"INSERT INTO {SCHEMA_VERSION_TABLE} (version, upgraded_at) VALUES (%s, now())", (version,))
+        first.commit()
+        thread.join(60)
+    finally:
+        first.close()
+    assert "error" not in waiting, f"the waiting client failed: {waiting.get('error')}"
+    assert waiting["result"] == (SCHEMA_VERSION, SCHEMA_VERSION)
