@@ -624,6 +624,8 @@ def _cmd_prune(args: argparse.Namespace) -> int:
     verb = "would remove" if args.dry_run else "removed"
     line = (f"{verb} {result['nights']} night(s) ({result['values']} value(s)) of {result['series']} series "
             f"identit{'y' if result['series'] == 1 else 'ies'}")
+    if result["partitions_dropped"]:
+        line += f", {len(result['partitions_dropped'])} whole month(s) as partitions"
     if result["kept_for_baselines"]:
         line += (f"; kept {result['kept_for_baselines']} matching night(s) that a current baseline uses "
                  "(--force removes them too)")

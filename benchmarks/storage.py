@@ -1,8 +1,8 @@
 """Bytes per stored value on PostgreSQL, indexes included (issue 19's storage figure).
 
 Writes ``nights`` nights of ``coords`` coordinates (ten ``steps: "all"`` declarations) through the
-store, then divides ``pg_total_relation_size`` summed over every table of the store by the number
-of values stored.  A fresh database is created and dropped.
+store, then divides ``pg_total_relation_size`` summed over every table of the store (and every
+partition of ``metric_points``) by the number of values stored.  A fresh database is created and dropped.
 
     python benchmarks/storage.py --coords 10000 --nights 30 120
 """
@@ -38,7 +38,10 @@ def bytes_per_value(url: str, coords: int, nights: list[int]) -> list[dict]:
                 with store._transaction() as cur:
                     sizes = {}
                     for table in TABLES:
-                        cur.execute("SELECT pg_total_relation_size(%s)", (table,))
+                        # a partitioned table's size is its partitions' (schema version 7 on)
+                        cur.execute("SELECT pg_total_relation_size(%s) + COALESCE((SELECT SUM(pg_total_relation_size("
+                                    "relid)) FROM pg_partition_tree(%s) WHERE relid <> %s::regclass), 0)",
+                                    (table, table, table))
                         sizes[table] = int(cur.fetchone()[0])
                     cur.execute("SELECT COUNT(*) FROM metric_points")
                     stored = int(cur.fetchone()[0])

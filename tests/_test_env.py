@@ -61,7 +61,7 @@ def free_port() -> int:
 
 
 def drop_store_tables(url: str) -> None:
-    """Drop every table of the metric store (any schema version) from the Postgres database at ``url``."""
+    """Drop every table and sequence of the metric store (any schema version) from the Postgres database ``url``."""
     import psycopg2
 
     conn = psycopg2.connect(url)
@@ -73,4 +73,5 @@ def drop_store_tables(url: str) -> None:
             cur.execute("DROP VIEW metric_values")
         cur.execute("DROP TABLE IF EXISTS metric_values, metric_points, run_blocks, coordinates, declarations, runs, "
                     "metric_gate_schema CASCADE")
+        cur.execute("DROP SEQUENCE IF EXISTS metric_gate_run_seq")
     conn.close()

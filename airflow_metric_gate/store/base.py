@@ -187,24 +187,28 @@ class MetricStore:
                 conn.rollback()
             except Exception:  # noqa: S110 - the original error is the one worth raising
                 pass
-            refusal = self._refusal(exc)
-            if refusal is not None:
-                raise StoreInputError(f"metric store ({self.description}): {refusal}") from self._cause(exc)
-            if isinstance(exc, self.outage_errors):
-                self.close()
-                raise StoreUnavailable(
-                    f"metric store ({self.description}) unavailable: {self._error_text(exc)}"
-                ) from self._cause(exc)
-            if isinstance(exc, self.driver_errors):
-                raise StoreError(
-                    f"metric store ({self.description}) error: {self._error_text(exc)}"
-                ) from self._cause(exc)
+            self._raise_store_error(exc)
             raise
         finally:
             try:
                 cur.close()
             except Exception:  # noqa: S110
                 pass
+
+    def _raise_store_error(self, exc: BaseException) -> None:
+        """Raise a driver's error as the store error it is (a refusal, an outage, any other); else return."""
+        refusal = self._refusal(exc)
+        if refusal is not None:
+            raise StoreInputError(f"metric store ({self.description}): {refusal}") from self._cause(exc)
+        if isinstance(exc, self.outage_errors):
+            self.close()
+            raise StoreUnavailable(
+                f"metric store ({self.description}) unavailable: {self._error_text(exc)}"
+            ) from self._cause(exc)
+        if isinstance(exc, self.driver_errors):
+            raise StoreError(
+                f"metric store ({self.description}) error: {self._error_text(exc)}"
+            ) from self._cause(exc)
 
     def _execute(self, cur: Any, sql: str, params: Sequence[Any] = ()) -> None:
         cur.execute(self._sql(sql), tuple(params))
@@ -290,8 +294,25 @@ class MetricStore:
             self._sql(f"INSERT INTO metric_points ({', '.join(POINT_COLUMNS)}) VALUES ({placeholders})"), rows
         )
 
-    #: How a new ``runs`` row gets its ``run_key`` in the upsert (PostgreSQL: its identity column).
-    _new_run_key = "(SELECT COALESCE(MAX(run_key), 0) + 1 FROM runs)"
+    def _new_run_key(self, cur: Any, run: RunRow) -> tuple[str, tuple]:
+        """How a new ``runs`` row gets its ``run_key`` in the upsert: an SQL expression and its parameters.
+
+        A run id written again keeps the key it has.  (SQLite: one more than the largest; PostgreSQL
+        numbers it within the month of its logical date.)
+        """
+        return "(SELECT COALESCE(MAX(run_key), 0) + 1 FROM runs)", ()
+
+    def _prepare_write(self, run: RunRow) -> None:
+        """Before a run's write transaction: make what it will write into (PostgreSQL: its month's partition)."""
+
+    def _drop_whole_months(self, cur: Any, run_keys: list[int], *,
+                           dry_run: bool) -> tuple[set[int], list[str], int]:
+        """In prune's transaction: drop the partitions that hold only removed runs.
+
+        :return: the run keys whose values went with a partition, the partitions' names, and how
+            many values they held.
+        """
+        return set(), [], 0
 
     def _insert_coordinates(self, cur: Any, declaration: int, steps: list[int]) -> None:
         """Add the coordinates of one declaration at these steps, numbered in the order given."""
@@ -424,6 +445,7 @@ class MetricStore:
         )
         params = (*params, 1)
         names += ", run_key"
+        self._prepare_write(run)
         updates = ", ".join(
             [f"{c} = excluded.{c}"
              for c in (
@@ -433,12 +455,13 @@ class MetricStore:
         )
         # A run id names the run of one series identity: a write for another identity changes nothing.
         upsert = (
-            f"INSERT INTO runs ({names}) VALUES ({', '.join(['%s'] * len(params))}, {self._new_run_key}) "
+            f"INSERT INTO runs ({names}) VALUES ({', '.join(['%s'] * len(params))}, {{run_key}}) "
             f"ON CONFLICT (run_id) DO UPDATE SET {updates} "
             "WHERE runs.series = excluded.series AND runs.backend = excluded.backend AND runs.suite = excluded.suite"
         )
         with self._transaction(indexed=True) as cur:
-            self._execute(cur, upsert, params)
+            key_sql, key_params = self._new_run_key(cur, run)
+            self._execute(cur, upsert.replace("{run_key}", key_sql), (*params, *key_params))
             if cur.rowcount == 0:
                 self._execute(cur, "SELECT series, backend, suite FROM runs WHERE run_id = %s", (run.run_id,))
                 series, backend, suite = cur.fetchone()
@@ -753,7 +776,8 @@ class MetricStore:
         :param suite: only this suite.
         :param force: remove matching nights even when a current baseline uses them.
         :param dry_run: say what would be removed; change nothing.
-        :return: ``{"nights", "values", "kept_for_baselines", "series", "run_ids"}``.
+        :return: ``{"nights", "values", "kept_for_baselines", "series", "run_ids", "partitions_dropped"}``
+            (PostgreSQL drops a month's partition of ``metric_points`` when every run of it goes).
         :raises StoreInputError: neither ``keep`` nor ``before``, or a negative ``keep``.
         """
         if keep is None and before is None:
@@ -793,20 +817,30 @@ class MetricStore:
                         continue
                     removed.append(run_id)
                     identities.add(identity)
+            batches = []
             for start in range(0, len(removed), _PRUNE_BATCH):
                 batch = removed[start:start + _PRUNE_BATCH]
                 marks = ", ".join(["%s"] * len(batch))
                 self._execute(cur, f"SELECT run_key FROM runs WHERE run_id IN ({marks})", batch)
-                run_keys = [int(row[0]) for row in cur.fetchall()]
-                keyed = ", ".join(["%s"] * len(run_keys))
-                self._execute(cur, f"SELECT COUNT(*) FROM metric_points WHERE run_key IN ({keyed})", run_keys)
-                values += int(cur.fetchone()[0])
+                batches.append((batch, [int(row[0]) for row in cur.fetchall()]))
+            # values of whole months go with their partition (counted before it is dropped)
+            gone, partitions, values = self._drop_whole_months(cur, [k for _, keys in batches for k in keys],
+                                                               dry_run=dry_run)
+            for batch, run_keys in batches:
+                marks = ", ".join(["%s"] * len(batch))
+                rows_of = [k for k in run_keys if k not in gone]
+                if rows_of:
+                    keyed = ", ".join(["%s"] * len(rows_of))
+                    self._execute(cur, f"SELECT COUNT(*) FROM metric_points WHERE run_key IN ({keyed})", rows_of)
+                    values += int(cur.fetchone()[0])
+                    if not dry_run:
+                        self._execute(cur, f"DELETE FROM metric_points WHERE run_key IN ({keyed})", rows_of)
                 if not dry_run:
-                    self._execute(cur, f"DELETE FROM metric_points WHERE run_key IN ({keyed})", run_keys)
+                    keyed = ", ".join(["%s"] * len(run_keys))
                     self._execute(cur, f"DELETE FROM run_blocks WHERE run_key IN ({keyed})", run_keys)
                     self._execute(cur, f"DELETE FROM runs WHERE run_id IN ({marks})", batch)
         return {"nights": len(removed), "values": values, "kept_for_baselines": kept, "series": len(identities),
-                "run_ids": removed}
+                "run_ids": removed, "partitions_dropped": partitions}
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -18,7 +18,8 @@ from typing import Any
 import psycopg2
 
 from airflow_metric_gate.store.base import MetricStore
-from airflow_metric_gate.store.rows import POINT_COLUMNS
+from airflow_metric_gate.store.rows import POINT_COLUMNS, RunRow
+from airflow_metric_gate.store.schema import RUN_KEY_MONTH_SHIFT, month_partition, run_key_month
 from airflow_metric_gate.store.urls import Timeouts, parse_postgres_url, scrub
 
 _COPY_SQL = f"COPY metric_points ({', '.join(POINT_COLUMNS)}) FROM STDIN"
@@ -319,7 +320,90 @@ class PostgresStore(MetricStore):
             conn.autocommit = False
         return conn
 
-    _new_run_key = "DEFAULT"
+    def _new_run_key(self, cur: Any, run: RunRow) -> tuple[str, tuple]:
+        # The month of the logical date in the high bits (it picks the partition), a sequence number
+        # in the low ones; a number another run of that month already has is skipped.
+        base = run_key_month(run.logical_date) << RUN_KEY_MONTH_SHIFT
+        while True:
+            cur.execute("SELECT nextval('metric_gate_run_seq')")
+            key = base | (int(cur.fetchone()[0]) & ((1 << RUN_KEY_MONTH_SHIFT) - 1))
+            cur.execute("SELECT 1 FROM runs WHERE run_key = %s", (key,))
+            if cur.fetchone() is None:
+                return "%s", (key,)
+
+    def _prepare_write(self, run: RunRow) -> None:
+        name, low, high = month_partition(run_key_month(run.logical_date))
+        with self._transaction() as cur:
+            if self._is_partition(cur, name):
+                return
+        # A month's first night makes the month's partition: a table of its own, then attached, which
+        # locks the parent only against other attaches, never against readers and writers.  It is sent
+        # as one request that the server commits as it ends, so a client that goes silent meanwhile
+        # holds no lock; two clients doing it at once leave one partition, and the loser looks again.
+        t = self.timeouts
+        statement = (
+            f"SET lock_timeout = '{t.lock_ms}ms'; SET statement_timeout = '{t.statement_ms}ms'; "
+            f'CREATE TABLE IF NOT EXISTS "{name}" (run_key INTEGER NOT NULL, coordinate INTEGER NOT NULL, '
+            f"value DOUBLE PRECISION NOT NULL, at_step BIGINT, "
+            f'CONSTRAINT "{name}_months_keys" CHECK (run_key >= {low} AND run_key < {high}), '
+            f'CONSTRAINT "{name}_pkey" PRIMARY KEY (run_key, coordinate) WITH (fillfactor = 100)) '
+            "WITH (fillfactor = 100); "
+            f'ALTER TABLE metric_points ATTACH PARTITION "{name}" FOR VALUES FROM ({low}) TO ({high}); '
+            "RESET lock_timeout; RESET statement_timeout"
+        )
+        conn = self._connection()
+        conn.autocommit = True
+        cur = self._cursor(conn)
+        try:
+            cur.execute(statement)
+        except BaseException as exc:
+            if isinstance(exc, self.driver_errors) and not isinstance(exc, self.outage_errors):
+                with self._transaction() as check:
+                    if self._is_partition(check, name):  # another client made it first
+                        return
+            self._raise_store_error(exc)
+            raise
+        finally:
+            try:
+                cur.close()
+                if self._conn is not None:
+                    conn.autocommit = False
+            except Exception:  # noqa: S110 - the connection is gone; the next transaction reconnects
+                pass
+
+    @staticmethod
+    def _is_partition(cur: Any, name: str) -> bool:
+        """Whether ``name`` is a partition of ``metric_points`` (read under the statement's snapshot)."""
+        cur.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "
+            "WHERE i.inhparent = 'metric_points'::regclass AND c.relname = %s "
+            "AND c.relnamespace = current_schema()::regnamespace)", (name,))
+        return bool(cur.fetchone()[0])
+
+    def _drop_whole_months(self, cur: Any, run_keys: list[int], *,
+                           dry_run: bool) -> tuple[set[int], list[str], int]:
+        by_month: dict[int, set[int]] = {}
+        for key in run_keys:
+            by_month.setdefault(key >> RUN_KEY_MONTH_SHIFT, set()).add(key)
+        gone: set[int] = set()
+        dropped: list[str] = []
+        values = 0
+        for month, keys in sorted(by_month.items()):
+            name, low, high = month_partition(month)
+            if not self._relation_exists(cur, name):
+                continue
+            if not dry_run:  # no writer adds to the month while it is weighed and dropped
+                cur.execute(f'LOCK TABLE "{name}" IN ACCESS EXCLUSIVE MODE')
+            cur.execute("SELECT COUNT(*) FROM runs WHERE run_key >= %s AND run_key < %s", (low, high))
+            if int(cur.fetchone()[0]) != len(keys):
+                continue  # the month keeps some nights: its removed nights' rows are deleted instead
+            cur.execute(f'SELECT COUNT(*) FROM "{name}"')
+            values += int(cur.fetchone()[0])
+            if not dry_run:
+                cur.execute(f'DROP TABLE "{name}"')
+            gone |= keys
+            dropped.append(name)
+        return gone, dropped, values
 
     def _insert_coordinates(self, cur: Any, declaration: int, steps: list[int]) -> None:
         cur.execute(
@@ -330,6 +414,10 @@ class PostgresStore(MetricStore):
         cur.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK_KEY,))
 
     def _table_exists(self, cur: Any, name: str) -> bool:
+        return self._relation_exists(cur, name)
+
+    @staticmethod
+    def _relation_exists(cur: Any, name: str) -> bool:
         # Read pg_class under the statement's snapshot, not through ``to_regclass``: the server's cache of
         # names keeps this transaction's earlier "no such table" even after another client's upgrade, which
         # this one waited for, committed the table.

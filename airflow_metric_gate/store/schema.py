@@ -8,6 +8,10 @@ version reached.  Statements are written once where the dialects agree; ``{ts}``
 
 from __future__ import annotations
 
+from datetime import datetime
+
+from ..dates import utc
+
 SCHEMA_VERSION_TABLE = "metric_gate_schema"
 
 _TYPES = {
@@ -198,9 +202,82 @@ _V6 = {
     ],
 }
 
+# Version 7 (PostgreSQL): ``metric_points`` is partitioned by the month of each run's logical date,
+# so that pruning old nights drops whole partitions instead of deleting rows.  The month is in the
+# run key itself: ``run_key = month << RUN_KEY_MONTH_SHIFT | n`` (month 0 is January 2000, earlier
+# nights share it; ``n`` comes from ``metric_gate_run_seq``), and each month's partition holds the
+# run keys of that month.  Existing runs are renumbered in place (the renumbering goes through
+# negative keys, so no two rows ever share a key on the way), and the view is made again over the
+# new table.  SQLite keeps one table.
+RUN_KEY_MONTH_SHIFT = 20
+#: The last month a run key can name (2170-08); later nights share it.
+RUN_KEY_LAST_MONTH = (1 << (31 - RUN_KEY_MONTH_SHIFT)) - 1
+#: The month number of a logical date in SQL (UTC), as :func:`run_key_month` computes it.
+_MONTH_SQL = (
+    "LEAST(GREATEST((EXTRACT(YEAR FROM r.logical_date AT TIME ZONE 'UTC')::integer - 2000) * 12 "
+    f"+ EXTRACT(MONTH FROM r.logical_date AT TIME ZONE 'UTC')::integer - 1, 0), {RUN_KEY_LAST_MONTH})"
+)
+#: Creates the partition of one month (``m``, in a PL/pgSQL block) unless it exists.
+_CREATE_MONTH_SQL = (
+    "EXECUTE 'CREATE TABLE IF NOT EXISTS ' || quote_ident('metric_points_' || to_char(make_date(2000 + m / 12, "
+    "mod(m, 12) + 1, 1), 'YYYY_MM')) || ' PARTITION OF metric_points FOR VALUES FROM (' || "
+    f"(m::bigint << {RUN_KEY_MONTH_SHIFT}) || ') TO (' || ((m::bigint + 1) << {RUN_KEY_MONTH_SHIFT}) || ') "
+    "WITH (fillfactor = 100)';"
+)
+_V7 = {
+    "postgres": [
+        "DROP VIEW metric_values",
+        "ALTER TABLE metric_points RENAME TO metric_points_v6",
+        "ALTER TABLE metric_points_v6 RENAME CONSTRAINT metric_points_run_coordinate_key TO metric_points_v6_key",
+        """CREATE TABLE metric_points (
+        run_key INTEGER NOT NULL,
+        coordinate INTEGER NOT NULL,
+        value DOUBLE PRECISION NOT NULL,
+        at_step BIGINT,
+        CONSTRAINT metric_points_run_coordinate_key PRIMARY KEY (run_key, coordinate) WITH (fillfactor = 100)
+    ) PARTITION BY RANGE (run_key)""",
+        "CREATE SEQUENCE metric_gate_run_seq AS BIGINT",
+        f"CREATE TABLE metric_gate_rekey AS SELECT old_key, (m::bigint << {RUN_KEY_MONTH_SHIFT}) "
+        "+ ROW_NUMBER() OVER (PARTITION BY m ORDER BY old_key) AS new_key, m "
+        f"FROM (SELECT r.run_key AS old_key, {_MONTH_SQL} AS m FROM runs r) s",
+        "SELECT setval('metric_gate_run_seq', (SELECT COUNT(*) + 1 FROM runs), false)",
+        # a month's numbers stay below the next month's first key
+        f"DO $$ BEGIN IF EXISTS (SELECT 1 FROM metric_gate_rekey WHERE new_key >= ((m::bigint + 1) << "
+        f"{RUN_KEY_MONTH_SHIFT})) THEN RAISE EXCEPTION 'too many runs to renumber by month'; END IF; END $$",
+        "DO $$ DECLARE m integer; BEGIN FOR m IN SELECT DISTINCT k.m FROM metric_gate_rekey k LOOP "
+        f"{_CREATE_MONTH_SQL} END LOOP; END $$",
+        "UPDATE runs r SET run_key = -k.new_key FROM metric_gate_rekey k WHERE r.run_key = k.old_key",
+        "UPDATE runs SET run_key = -run_key WHERE run_key < 0",
+        "UPDATE run_blocks b SET run_key = -k.new_key FROM metric_gate_rekey k WHERE b.run_key = k.old_key",
+        "UPDATE run_blocks SET run_key = -run_key WHERE run_key < 0",
+        "INSERT INTO metric_points (run_key, coordinate, value, at_step) "
+        "SELECT k.new_key, p.coordinate, p.value, p.at_step FROM metric_points_v6 p "
+        "JOIN metric_gate_rekey k ON k.old_key = p.run_key ORDER BY 1, 2",
+        "DROP TABLE metric_points_v6",
+        "DROP TABLE metric_gate_rekey",
+        "ALTER TABLE runs ALTER COLUMN run_key DROP IDENTITY",
+        _V6_VIEW,
+    ],
+    "sqlite": [],
+}
+
+
+def run_key_month(logical_date: datetime) -> int:
+    """The month a run of this logical date is kept under (its run key's high bits), as version 7 numbers it."""
+    d = utc(logical_date)
+    return min(max((d.year - 2000) * 12 + d.month - 1, 0), RUN_KEY_LAST_MONTH)
+
+
+def month_partition(month: int) -> tuple[str, int, int]:
+    """Return the name of a month's ``metric_points`` partition and the run keys it holds (from, to)."""
+    year, index = divmod(month, 12)
+    return (f"metric_points_{2000 + year:04d}_{index + 1:02d}", month << RUN_KEY_MONTH_SHIFT,
+            (month + 1) << RUN_KEY_MONTH_SHIFT)
+
+
 #: Every migration in order; version N is MIGRATIONS[N - 1]: statements for both dialects, or a
 #: dialect -> statements mapping where they differ.
-MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2, _V3, _V4, _V5, _V6]
+MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

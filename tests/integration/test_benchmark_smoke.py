@@ -35,3 +35,20 @@ def test_benchmark_smoke_run_writes_every_figure(tmp_path, pg_database_url):
         assert figures[key] > 0, key
     assert {t["figure"] for t in figures["targets"]} >= {"persist_vs_copy", "evaluate_vs_limit"}
     assert "figure" in proc.stdout and "persist_vs_copy" in proc.stdout
+
+
+@pytest.mark.postgres
+def test_fleet_benchmark_smoke_runs_every_process_count_without_errors(tmp_path, pg_database_url):
+    output = tmp_path / "fleet.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "fleet.py"), "--scale", "smoke", "--pg-url", PG_ADMIN_URL,
+         "--output", str(output)],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    figures = json.loads(output.read_text())
+    assert [r["processes"] for r in figures["runs"]] == [1, 2]
+    for run in figures["runs"]:
+        assert run["errors"] == 0 and run["series_nights"] == figures["series"] * figures["nights"], run
+        assert run["values_per_s"] > 0 and len(run["evaluate_median_s_by_night"]) == figures["nights"], run

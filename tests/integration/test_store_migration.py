@@ -73,6 +73,29 @@ def _create_at(store, version):
             store._execute(cur, f"INSERT INTO {SCHEMA_VERSION_TABLE} (version, upgraded_at) VALUES (%s, %s)", (v, now))
 
 
+def _insert_value(store, cur, version, run_id, coord, step, value, at_step, ordinal):
+    """One value of a stored run, as the schema at ``version`` keeps it."""
+    if version < 6:
+        store._execute(cur, "INSERT INTO metric_values (run_id, metric_key, steps_key, constraint_key, step, value, "
+                       "at_step, ordinal) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                       (run_id, *coord, step, value, at_step, ordinal))
+        return
+    store._execute(cur, "UPDATE runs SET run_key = (SELECT COALESCE(MAX(run_key), 0) + 1 FROM runs) "
+                   "WHERE run_id = %s AND run_key IS NULL", (run_id,))
+    store._execute(cur, "INSERT INTO declarations (metric_key, steps_key, constraint_key) VALUES (%s, %s, %s) "
+                   "ON CONFLICT DO NOTHING", coord)
+    store._execute(cur, "INSERT INTO coordinates (declaration, step) SELECT declaration, %s FROM declarations "
+                   "WHERE metric_key = %s AND steps_key = %s AND constraint_key = %s ON CONFLICT DO NOTHING",
+                   (step, *coord))
+    where = ("FROM runs r, coordinates c JOIN declarations d ON d.declaration = c.declaration WHERE r.run_id = %s "
+             "AND d.metric_key = %s AND d.steps_key = %s AND d.constraint_key = %s AND c.step = %s")
+    store._execute(cur, f"INSERT INTO metric_points (run_key, coordinate, value, at_step) SELECT r.run_key, "
+                   f"c.coordinate, %s, %s {where}",
+                   (value, None if at_step == step else -1 if at_step is None else at_step, run_id, *coord, step))
+    store._execute(cur, f"INSERT INTO run_blocks (run_key, coordinate, ordinal, length, declaration) "
+                   f"SELECT r.run_key, c.coordinate, %s, 1, c.declaration {where}", (ordinal, run_id, *coord, step))
+
+
 @pytest.mark.parametrize("version", range(1, SCHEMA_VERSION))
 def test_every_earlier_version_is_upgraded_with_its_runs_statuses_marks_and_values(store_url, version):
     day = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -86,8 +109,7 @@ def test_every_earlier_version_is_upgraded_with_its_runs_statuses_marks_and_valu
                     "'baseline', %s, %s, %s, %s, %s, %s, %s)",
                     (run_id, status, *[store._ts(day)] * 3, store._bool(run_id == "a"),
                      '{"marks": [{"status": "untrusted", "by": "x"}]}' if run_id == "b" else None, f"{status} note"))
-                store._execute(cur, "INSERT INTO metric_values (run_id, metric_key, steps_key, constraint_key, step, "
-                               "value, at_step, ordinal) VALUES (%s, %s, %s, %s, 3, 0.25, 3, 0)", (run_id, *COORD))
+                _insert_value(store, cur, version, run_id, COORD, 3, 0.25, 3, 0)
             if version >= 4:
                 store._execute(cur, "UPDATE runs SET outcomes = %s WHERE run_id = 'a'", ('{"k": {"o": "pass"}}',))
     with open_store(store_url) as store:

@@ -106,9 +106,14 @@ def upgraded(pg_url):
 
 
 @pytest.mark.slow
-def test_a_stalled_client_blocks_no_other_series_and_is_cut_off_in_time(upgraded):
+@pytest.mark.parametrize("stall_on", [
     # the first statement of a fresh client that would hold anything: the schema lock, or its run's row
-    proxy = SilentProxy(_target(upgraded), rb"pg_advisory_xact_lock|INSERT INTO runs")
+    rb"pg_advisory_xact_lock|INSERT INTO runs",
+    # making the month's partition (the night is the first of its month): the server ends it alone
+    rb"ATTACH PARTITION",
+], ids=["run-row", "new-month"])
+def test_a_stalled_client_blocks_no_other_series_and_is_cut_off_in_time(upgraded, stall_on):
+    proxy = SilentProxy(_target(upgraded), stall_on)
     stalled_url = _through(upgraded, proxy.port, "statement_timeout=2s&client_timeout=3s"
                            "&idle_in_transaction_session_timeout=2s&lock_timeout=2s")
     outcome: dict = {}

@@ -1,0 +1,163 @@
+"""The values are partitioned by month on PostgreSQL, and pruning drops whole months (issue 19, item 7).
+
+Schema version 7 keeps each run's values in the partition of its logical date's month (the month
+is the run key's high bits).  A prune that removes every night of a month drops that month's
+partition; a month that keeps some nights has its removed nights' rows deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import datetime, timezone
+
+import pytest
+
+from airflow_metric_gate.cli import EXIT_OK, main
+from airflow_metric_gate.store import RunRow, ValueRow, open_store
+from airflow_metric_gate.store.schema import RUN_KEY_MONTH_SHIFT, SCHEMA_VERSION_TABLE, migration_statements
+
+pytestmark = pytest.mark.postgres
+
+COORD = ("m", '"all"', '{"rel_down":0.2,"rel_up":0.2}')
+#: Nights in four months, one of them before 2000 (kept under the first month, January 2000).
+NIGHTS = {"old": datetime(1999, 6, 1, tzinfo=timezone.utc),
+          "jan-1": datetime(2026, 1, 5, tzinfo=timezone.utc), "jan-2": datetime(2026, 1, 31, 23, tzinfo=timezone.utc),
+          "feb-1": datetime(2026, 2, 1, tzinfo=timezone.utc), "feb-2": datetime(2026, 2, 20, tzinfo=timezone.utc),
+          "mar-1": datetime(2026, 3, 3, tzinfo=timezone.utc)}
+MONTHS = {"old": "2000_01", "jan": "2026_01", "feb": "2026_02", "mar": "2026_03"}
+
+
+def _run(run_id, when):
+    return RunRow(run_id=run_id, series="s", backend="cuda", suite="default", role="baseline", status="trusted",
+                  logical_date=when)
+
+
+def _values(n, value=1.0):
+    return [ValueRow(i, *COORD, i, value, i) for i in range(n)]
+
+
+def _partitions(store):
+    with store._transaction() as cur:
+        cur.execute("SELECT c.relname FROM pg_inherits i "
+                    "JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'metric_points'::regclass "
+                    "ORDER BY c.relname")
+        return [row[0] for row in cur.fetchall()]
+
+
+def _run_keys(store):
+    with store._transaction() as cur:
+        cur.execute("SELECT run_id, run_key FROM runs ORDER BY run_id")
+        return dict(cur.fetchall())
+
+
+def _month_of(key):
+    year, month = divmod(key >> RUN_KEY_MONTH_SHIFT, 12)
+    return f"{2000 + year:04d}_{month + 1:02d}"
+
+
+def test_each_night_goes_to_its_months_partition_and_a_rewrite_keeps_its_key(pg_url):
+    with open_store(pg_url) as store:
+        for run_id, when in NIGHTS.items():
+            store.write_run(_run(run_id, when), _values(4))
+        keys = _run_keys(store)
+        assert {r: _month_of(k) for r, k in keys.items()} == {r: MONTHS[r.split("-")[0]] for r in NIGHTS}
+        assert len(set(keys.values())) == len(NIGHTS)
+        assert _partitions(store) == [f"metric_points_{m}" for m in sorted(MONTHS.values())]
+        with store._transaction() as cur:  # each value sits in its own month's partition
+            cur.execute("SELECT tableoid::regclass::text, run_key FROM metric_points")
+            assert {(table, _month_of(key)) for table, key in cur.fetchall()} == {
+                (f"metric_points_{m}", m) for m in MONTHS.values()}
+        store.write_run(_run("feb-1", NIGHTS["feb-1"]), _values(4, 2.0))  # a retry of one night
+        assert _run_keys(store) == keys
+        assert [v.value for v in store.run_values("feb-1")] == [2.0] * 4
+        assert store.count("metric_values") == 4 * len(NIGHTS)
+
+
+def test_prune_drops_the_months_it_empties_and_deletes_rows_of_the_others(capsys, pg_url):
+    with open_store(pg_url) as store:
+        for run_id, when in NIGHTS.items():
+            store.write_run(_run(run_id, when), _values(4))
+    # before 2026-02-10: "old", both January nights and feb-1 go; February keeps feb-2
+    argv = ["prune", "--store", pg_url, "--json", "--before", "2026-02-10", "--force"]
+    assert main([*argv, "--dry-run"]) == EXIT_OK
+    dry = json.loads(capsys.readouterr().out)
+    assert dry["partitions_dropped"] == ["metric_points_2000_01", "metric_points_2026_01"]
+    assert (dry["nights"], dry["values"]) == (4, 16)
+    with open_store(pg_url) as store:
+        assert len(_partitions(store)) == 4  # a dry run drops nothing
+    assert main(argv) == EXIT_OK
+    result = json.loads(capsys.readouterr().out)
+    assert (result["nights"], result["values"], result["partitions_dropped"]) == (4, 16, dry["partitions_dropped"])
+    with open_store(pg_url) as store:
+        assert _partitions(store) == ["metric_points_2026_02", "metric_points_2026_03"]
+        assert sorted(_run_keys(store)) == ["feb-2", "mar-1"]
+        assert store.count("metric_values") == 8
+        assert [v.value for v in store.run_values("feb-2")] == [1.0] * 4
+        # a night of a dropped month can be written again: its partition comes back
+        store.write_run(_run("jan-1", NIGHTS["jan-1"]), _values(2))
+        assert "metric_points_2026_01" in _partitions(store)
+        assert len(store.run_values("jan-1")) == 2
+
+
+def test_a_version_6_store_is_renumbered_by_month_with_every_value_kept(pg_url):
+    with open_store(pg_url) as store:
+        with store._transaction(schema=False) as cur:
+            for version in range(1, 7):
+                for statement in migration_statements(version, "postgres"):
+                    cur.execute(statement)
+                cur.execute(f"INSERT INTO {SCHEMA_VERSION_TABLE} (version, upgraded_at) VALUES (%s, now())",
+                            (version,))
+        assert store.schema_version() == 6
+        # a store at version 6 as that version wrote it: consecutive run keys, one table of values
+        store._schema_ready = True
+        with store._transaction() as cur:
+            cur.execute("INSERT INTO declarations (metric_key, steps_key, constraint_key) VALUES (%s, %s, %s)", COORD)
+            cur.execute("INSERT INTO coordinates (declaration, step) SELECT 1, s FROM generate_series(0, 2) s")
+            for key, (run_id, when) in enumerate(NIGHTS.items(), start=1):
+                cur.execute("INSERT INTO runs (run_id, series, backend, suite, role, status, logical_date, "
+                            "created_at, updated_at, rebaseline, run_key) VALUES (%s, 's', 'cuda', 'default', "
+                            "'baseline', 'trusted', %s, now(), now(), false, %s)", (run_id, when, key))
+                cur.execute("INSERT INTO metric_points SELECT %s, coordinate, %s + step, NULL FROM coordinates",
+                            (key, float(key)))
+                cur.execute("INSERT INTO run_blocks VALUES (%s, 1, 0, 3, 1)", (key,))
+        before = {run_id: [(v.step, v.value) for v in store.run_values(run_id)] for run_id in NIGHTS}
+        store._schema_ready = False
+        assert store.upgrade() == (6, 7)
+        keys = _run_keys(store)
+        assert {r: _month_of(k) for r, k in keys.items()} == {r: MONTHS[r.split("-")[0]] for r in NIGHTS}
+        assert {run_id: [(v.step, v.value) for v in store.run_values(run_id)] for run_id in NIGHTS} == before
+        assert _partitions(store) == [f"metric_points_{m}" for m in sorted(MONTHS.values())]
+        # new nights after the upgrade get keys of their own month, never one already taken
+        store.write_run(_run("jan-3", datetime(2026, 1, 20, tzinfo=timezone.utc)), _values(3))
+        new = _run_keys(store)["jan-3"]
+        assert _month_of(new) == "2026_01" and new not in keys.values()
+
+
+def test_writers_of_many_series_in_one_new_month_each_get_a_key_of_their_own(pg_url):
+    errors: list[BaseException] = []
+    when = datetime(2026, 5, 1, tzinfo=timezone.utc)
+
+    def writer(n):
+        try:
+            with open_store(pg_url) as store:
+                for night in range(5):
+                    store.write_run(RunRow(run_id=f"w{n}-{night}", series=f"s{n}", backend="cuda", suite="default",
+                                           role="baseline", status="trusted", logical_date=when), _values(50))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    with open_store(pg_url) as store:
+        store.upgrade()
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    with open_store(pg_url) as store:
+        keys = _run_keys(store)
+        assert len(keys) == 30 and len(set(keys.values())) == 30
+        assert {_month_of(k) for k in keys.values()} == {"2026_05"}
+        assert _partitions(store) == ["metric_points_2026_05"]
+        assert store.count("metric_values") == 30 * 50
