@@ -38,6 +38,7 @@ from airflow_metric_gate.records import read_record
 from airflow_metric_gate.selection import Selection
 from airflow_metric_gate.store import RunRow, ValueRow
 from airflow_metric_gate.store.postgres import PostgresStore, copy_payload
+from airflow_metric_gate.store.schema import month_partition, run_key_month
 
 SCALES = {
     "full": {"points": 100_000, "large_points": 1_000_000, "metrics": 100, "coords": 100_000,
@@ -389,9 +390,15 @@ def bench_evaluate_stale(scale: dict, pg_url: str) -> dict:
     series = "bench-stale"
     with PostgresStore.from_url(pg_url) as store:
         store.upgrade()
+        # the months' partitions of metric_points first (a partitioned table has no storage of its own)
+        months = {month_partition(run_key_month(T0 + timedelta(days=n)))[0]: n for n in range(nights + 1)}
+        for n in months.values():
+            store._prepare_write(RunRow(run_id="-", series=series, backend="cuda", suite="bench", role="baseline",
+                                        status="pending", logical_date=T0 + timedelta(days=n)))
         with store._transaction() as cur:
-            for table in STORE_TABLES:
-                cur.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+            for table in (*STORE_TABLES, *months):
+                if table != "metric_points":
+                    cur.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
     _build_history(pg_url, coords, 3, series)
     conn = psycopg2.connect(pg_url)
     conn.autocommit = True
