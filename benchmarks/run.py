@@ -42,11 +42,13 @@ from airflow_metric_gate.store.schema import month_partition, run_key_month
 
 SCALES = {
     "full": {"points": 100_000, "large_points": 1_000_000, "metrics": 100, "coords": 100_000,
-             "nights": (30, 60, 120), "repeat": 3, "ingest_repeat": 15, "per_coord_sample": None},
+             "nights": (30, 60, 120), "repeat": 3, "ingest_repeat": 15, "per_coord_sample": None,
+             "year_nights": (30, 120, 365)},
     "medium": {"points": 25_000, "large_points": 250_000, "metrics": 25, "coords": 25_000, "nights": (30, 60),
-               "repeat": 3, "ingest_repeat": 15, "per_coord_sample": None},
+               "repeat": 3, "ingest_repeat": 15, "per_coord_sample": None, "year_nights": (30, 120)},
     "smoke": {"points": 2_000, "large_points": 8_000, "metrics": 10, "coords": 2_000, "nights": (3, 6, 12),
-              "repeat": 1, "ingest_repeat": 3, "per_coord_sample": None},
+              "repeat": 1, "ingest_repeat": 3, "per_coord_sample": None,
+              "year_nights": (3, 6)},
 }
 TARGETS = {
     "ingest_vs_parse": (">=", 1.5),
@@ -60,6 +62,8 @@ TARGETS = {
     "evaluate_speedup_vs_per_coordinate": (">=", 20.0),
     "evaluate_growth_120_vs_30": ("<=", 1.3),
     "evaluate_stale_vs_limit": ("<=", 3.0),
+    "evaluate_year_vs_limit": ("<=", 3.0),
+    "evaluate_year_growth": ("<=", 1.3),
     "ingest_memory_growth_vs_record_growth": ("<=", 1.0),
 }
 CONSTRAINT = {"rel_up": 0.5, "abs_floor_up": 0.1, "rel_down": 0.8, "abs_floor_down": 0.1}
@@ -442,6 +446,71 @@ def bench_evaluate_stale(scale: dict, pg_url: str) -> dict:
     return out
 
 
+def bench_evaluate_year(scale: dict, pg_url: str) -> dict:
+    """Evaluate as the store fills over a year, the way the nightly pipeline meets it.
+
+    One series' nights are written one after another, with autovacuum as the server configures it
+    and no ``ANALYZE`` by the benchmark.  At each checkpoint (``year_nights``: 30, 120 and 365 nights
+    at full scale) a night is persisted under each policy and evaluated against the nights before
+    it, and the limit statement (count and sum of the last 20 trusted values of every coordinate)
+    runs in the same state; the night is then removed again, so that it feeds no baseline.
+    """
+    coords = coordinates(scale["coords"])
+    series = "bench-year"
+    checkpoints = scale["year_nights"]
+    store = PostgresStore.from_url(pg_url)
+    conn = psycopg2.connect(pg_url)
+    out: dict = {}
+    written = 0
+    for nights in checkpoints:
+        for night in range(written, nights):
+            values = [ValueRow(i, *c, 1.0 + 0.001 * ((c[3] * 31 + night) % 50), c[3]) for i, c in enumerate(coords)]
+            store.write_run(RunRow(run_id=f"{series}-n{night:04d}", series=series, backend="cuda", suite="bench",
+                                   role="baseline", status="trusted", logical_date=T0 + timedelta(days=night),
+                                   declarations=[]), values)
+        written = nights
+        print(f"  year: {nights} nights written", flush=True)
+        cutoff = T0 + timedelta(days=nights - 0.5)
+        for policy in ("reference", "calibrated"):
+            run_id = f"{series}-current-{policy}-{nights}"
+            persist(store, SeriesIdentity(series, "cuda", "bench"), RunInfo(run_id, logical_date=cutoff),
+                    _selection_for(coords, nights, policy=None if policy == "reference" else policy))
+
+            def ours(run_id: str = run_id) -> None:
+                verdict = evaluate(store, run_id)
+                assert sum(verdict["counts"].values()) >= len(coords), verdict["counts"]
+                store.set_status(run_id, "pending")
+
+            out[f"evaluate_year_{policy}_s_{nights}"] = best_of(scale["repeat"], ours)
+
+        def limit(nights: int = nights, cutoff: datetime = cutoff) -> None:
+            with conn.cursor() as cur:
+                cur.execute(_LIMIT_SQL, (f"{series}-current-reference-{nights}", series, cutoff))
+                rows = cur.fetchall()
+            assert len(rows) == len(coords) and rows[0][1] == min(20, nights)
+            conn.rollback()
+
+        out[f"evaluate_year_limit_s_{nights}"] = best_of(scale["repeat"], limit)
+        with store._transaction() as cur:  # the checkpoint's nights feed no later baseline
+            cur.execute("SELECT run_key FROM runs WHERE run_id LIKE %s", (f"{series}-current-%",))
+            keys = [row[0] for row in cur.fetchall()]
+            for table in ("metric_points", "run_blocks"):
+                cur.execute(f"DELETE FROM {table} WHERE run_key = ANY(%s)", (keys,))
+            cur.execute("DELETE FROM runs WHERE run_key = ANY(%s)", (keys,))
+    conn.close()
+    store.close()
+    first, last = checkpoints[0], checkpoints[-1]
+    for policy in ("reference", "calibrated"):
+        for nights in checkpoints:
+            out[f"evaluate_year_{policy}_vs_limit_{nights}"] = (
+                out[f"evaluate_year_{policy}_s_{nights}"] / out[f"evaluate_year_limit_s_{nights}"])
+        out[f"evaluate_year_{policy}_growth_{last}_vs_{first}"] = (
+            out[f"evaluate_year_{policy}_s_{last}"] / out[f"evaluate_year_{policy}_s_{first}"])
+    out["evaluate_year_vs_limit"] = out[f"evaluate_year_reference_vs_limit_{last}"]
+    out["evaluate_year_growth"] = out[f"evaluate_year_reference_growth_{last}_vs_{first}"]
+    return out
+
+
 NOOP_DAG = """
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
@@ -524,11 +593,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=sorted(SCALES), default="full")
     parser.add_argument("--pg-url", default=os.environ.get("METRIC_GATE_BENCH_PG_URL",
                                                            "postgresql://postgres@127.0.0.1:5432/postgres"))
-    parser.add_argument("--only", choices=("ingest", "persist", "evaluate", "evaluate_stale", "dag"), action="append")
+    parser.add_argument("--only", choices=("ingest", "persist", "evaluate", "evaluate_stale", "evaluate_year", "dag"),
+                        action="append", help="run only these scenarios (default: all but evaluate_year at full scale)")
     parser.add_argument("--output", default="benchmarks/results/latest.json")
     args = parser.parse_args(argv)
     scale = SCALES[args.scale]
-    only = set(args.only or ("ingest", "persist", "evaluate", "evaluate_stale", "dag"))
+    default = ("ingest", "persist", "evaluate", "evaluate_stale", "dag")
+    only = set(args.only or (default if args.scale == "full" else (*default, "evaluate_year")))
     figures: dict = {"scale": args.scale, "machine": {
         "python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -557,6 +628,13 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 print("benchmark: evaluate on stale statistics (builds history) ...", flush=True)
                 figures.update(bench_evaluate_stale(scale, url))
+            finally:
+                drop()
+        if "evaluate_year" in only:  # a database of its own: it fills night by night
+            url, drop = _fresh_database(args.pg_url)
+            try:
+                print("benchmark: evaluate as the store fills over a year ...", flush=True)
+                figures.update(bench_evaluate_year(scale, url))
             finally:
                 drop()
         if "dag" in only:
