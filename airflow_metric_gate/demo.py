@@ -20,7 +20,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from airflow_metric_gate.errors import LocatedError
+from airflow_metric_gate.errors import BadInputError, LocatedError
 from airflow_metric_gate.pipeline import evaluate
 from airflow_metric_gate.report import render_report
 from airflow_metric_gate.store.sqlite import SQLiteStore
@@ -46,7 +46,7 @@ DEMO_FILES = ("metric_gate.db", "metric_gate.db-journal", "metric_gate.db-wal", 
               "airflow", "records", "logs", "dags", "gates.yaml")
 
 
-class WorkdirInUse(Exception):
+class WorkdirInUse(BadInputError):
     """The demo's working folder holds the store of an earlier demo."""
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
-from airflow_metric_gate.store.errors import RunRewritten, StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store.errors import RunRewritten, StoreFailure, StoreInputError, StoreUnavailable
 from airflow_metric_gate.store.points import AT_STEP_SQL, Block, Ordinals, blocks_of, read_at_step, stored_at_step
 from airflow_metric_gate.store.rows import (
     POINT_COLUMNS,
@@ -196,7 +196,7 @@ class MetricStore:
                     f"metric store ({self.description}) unavailable: {self._error_text(exc)}"
                 ) from self._cause(exc)
             if isinstance(exc, self.driver_errors):
-                raise StoreError(
+                raise StoreFailure(
                     f"metric store ({self.description}) error: {self._error_text(exc)}"
                 ) from self._cause(exc)
             raise
@@ -229,8 +229,8 @@ class MetricStore:
     def _table_exists(self, cur: Any, name: str) -> bool:
         raise NotImplementedError
 
-    def _newer_schema(self, version: int) -> StoreError:
-        return StoreError(
+    def _newer_schema(self, version: int) -> StoreFailure:
+        return StoreFailure(
             f"metric store ({self.description}) is at schema version {version}, newer than this "
             f"package's {SCHEMA_VERSION}; upgrade airflow-metric-gate"
         )
@@ -239,7 +239,7 @@ class MetricStore:
         """For a store opened read-only: its schema must be this package's, since nothing upgrades it.
 
         :raises StoreInputError: the store has no tables, or an older schema.
-        :raises StoreError: the schema is newer than this package's.
+        :raises StoreFailure: the schema is newer than this package's.
         """
         version = self.schema_version()
         if version == 0:

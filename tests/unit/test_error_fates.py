@@ -6,16 +6,20 @@ exception they raise (``AirflowFailException``, a retryable ``AirflowException``
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import pkgutil
+from pathlib import Path
 
 import pytest
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 import airflow_metric_gate
 from airflow_metric_gate import cli
+from airflow_metric_gate.errors import FATES, BadInputError, ErrorKind, MetricGateError, UnavailableError, error_kind
 from airflow_metric_gate.operators.base import MetricGateBaseOperator
+from airflow_metric_gate.store import StoreError
 
 
 def package_errors() -> list[type[BaseException]]:
@@ -39,6 +43,7 @@ _ARGUMENTS: dict[str, tuple] = {
     "RunRewritten": ("run-1", 1, 2),
     "EarlierRunsPending": ("run-1", []),
     "EventFileError": ("truncated", 12),
+    "_NotLiteral": ("`f(x)` is not a literal", ast.Constant(1)),
 }
 
 
@@ -87,3 +92,47 @@ def test_the_cli_and_the_operators_agree(cls, monkeypatch, capsys) -> None:
     by_cli, by_operator = cli_fate(error, monkeypatch), operator_fate(error)
     assert by_cli == by_operator, f"{cls.__name__}: the CLI does {by_cli!r}, the operators {by_operator!r}"
     assert by_cli != "bug", f"{cls.__name__} is the package's own error, yet neither bad input nor unavailable"
+
+
+#: The classes between the root and the kinds, which the package never raises as they are.
+FAMILIES = {MetricGateError, StoreError}
+KINDS = {BadInputError: ErrorKind.BAD_INPUT, UnavailableError: ErrorKind.UNAVAILABLE}
+
+
+@pytest.mark.parametrize("cls", ERRORS, ids=lambda c: c.__name__)
+def test_every_package_error_is_under_the_root_and_of_exactly_one_kind(cls) -> None:
+    assert issubclass(cls, MetricGateError), f"{cls.__module__}.{cls.__qualname__} is not a MetricGateError"
+    kinds = [kind for base, kind in KINDS.items() if issubclass(cls, base)]
+    if cls in FAMILIES:
+        assert kinds == []
+    else:
+        assert len(kinds) == 1, f"{cls.__qualname__} is of the kinds {kinds}"
+        assert error_kind(sample(cls)) is kinds[0]
+
+
+def test_the_package_never_raises_a_family_as_it_is() -> None:
+    names = {cls.__name__ for cls in FAMILIES}
+    found = []
+    for path in Path(airflow_metric_gate.__file__).parent.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in names:
+                found.append(f"{path.name}:{node.lineno}: {node.func.id}(...)")
+    assert not found, found
+
+
+def test_the_exit_statuses_are_the_kinds_fates() -> None:
+    assert FATES[ErrorKind.BAD_INPUT].exit_status == cli.EXIT_BAD_INPUT == 2
+    assert FATES[ErrorKind.UNAVAILABLE].exit_status == cli.EXIT_STORE_UNAVAILABLE == 3
+    assert not FATES[ErrorKind.BAD_INPUT].retry and FATES[ErrorKind.UNAVAILABLE].retry
+
+
+def test_an_error_that_is_not_the_packages_is_a_bug_to_both(monkeypatch, capsys) -> None:
+    error = KeyError("a bug")
+    assert error_kind(error) is None
+    assert cli_fate(error, monkeypatch) == operator_fate(error) == "bug"
+    assert cli_fate(ValueError("a bare ValueError"), monkeypatch) == "bug"
+
+
+def test_a_familys_root_from_outside_the_package_retries_as_before(monkeypatch, capsys) -> None:
+    error = StoreError("metric store (postgres) error: deadlock detected")
+    assert cli_fate(error, monkeypatch) == operator_fate(error) == "retry"
