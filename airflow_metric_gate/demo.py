@@ -23,6 +23,7 @@ from pathlib import Path
 from airflow_metric_gate.errors import BadInputError, LocatedError
 from airflow_metric_gate.pipeline import evaluate
 from airflow_metric_gate.report import render_report
+from airflow_metric_gate.store import MetricStore
 from airflow_metric_gate.store.sqlite import SQLiteStore
 
 DAG_ID = "nightly_metric_gate"
@@ -191,7 +192,7 @@ def _cli() -> str:
     return str(beside) if beside.exists() else "metric-gate"
 
 
-def print_verdicts(store: SQLiteStore, runs: list, *, regressed: bool) -> None:
+def print_verdicts(store: MetricStore, runs: list, *, regressed: bool) -> None:
     """Print the first and the last night's verdicts, each under a line that says which night it is.
 
     :param store: the demo's metric store.

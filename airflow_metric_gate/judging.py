@@ -113,11 +113,11 @@ def judge_run(
                                              per_declaration=per_gate)
     for key, zs in night_zs.items():  # after persistence: a whole night's FAIL is never tolerated
         night_k = rules[key][2]
-        night = judge_night(zs, night_k)  # type: ignore[arg-type]
+        night = judge_night(zs, night_k)  # type: ignore[arg-type]  # night_zs: only declarations with a night_k
         if night is not None and night[0] == FAIL:  # only a failing night adds a result
             counts[FAIL] += 1
             per_gate[key][FAIL] += 1
-            ordered.append((night_at[key], night_result(*key, zs, night, night_k), declarations[key]))  # type: ignore[arg-type]
+            ordered.append((night_at[key], night_result(*key, zs, night, night_k), declarations[key]))  # type: ignore[arg-type]  # as above
     for key, order, message in errors:
         counts[ERROR] += 1
         per_gate[key][ERROR] += 1

@@ -209,7 +209,7 @@ def check_run(identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selec
                 raise StoreInputError(f"{what} {value[:80]!r} {problem}; nothing was written")
         for steps in (s.steps, s.at_steps):
             known = steps if None not in steps else [k for k in steps if k is not None]
-            if known and (min(known) < LAST_STEP or max(known) > MAX_STEP):
+            if known and (min(known) < LAST_STEP or max(known) > MAX_STEP):  # type: ignore[type-var,operator]  # no None
                 bad = next(k for k in known if k != LAST_STEP and step_problem(k))
                 raise StoreInputError(f"{d.metric_key!r}: step {step_problem(bad)}; nothing was written")
 
@@ -513,7 +513,7 @@ def _worst_distances(judgement: RunJudgement) -> dict[tuple[str, str, str], floa
         if r.status != FAIL or None in (r.current, r.ref, r.lo, r.hi):
             continue
         key = (r.metric_key, r.steps_key, r.constraint_key)
-        worst[key] = max(worst.get(key, 0.0), band_distance(r.current, r.ref, r.lo, r.hi))
+        worst[key] = max(worst.get(key, 0.0), band_distance(r.current, r.ref, r.lo, r.hi))  # type: ignore[arg-type]  # no None
     return worst
 
 

@@ -10,6 +10,7 @@ import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS, STATUSES
 from airflow_metric_gate.printable import printable, printable_copy
@@ -33,7 +34,7 @@ __all__ = [
 DEFAULT_TABLE_ROWS = 5
 
 
-def summary_line(verdict: dict) -> str:
+def summary_line(verdict: Mapping[str, Any]) -> str:
     """Return the one greppable line that sums a verdict up.
 
     ``metric-gate: <series> run <id>: TRUSTED|NOT-TRUSTED (<n> results, <f> fail, <e> error)``
@@ -54,7 +55,7 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
 
 
-def _step(result: dict) -> str:
+def _step(result: Mapping[str, Any]) -> str:
     if result["step"] is None:
         return "-"
     if result["step"] == -1:

@@ -33,8 +33,9 @@ def _literal(node: ast.AST) -> Any:
             return node.value
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         operand = node.operand
-        if isinstance(operand, ast.Constant) and type(operand.value) in (int, float):
-            return -operand.value
+        number = operand.value if isinstance(operand, ast.Constant) else None
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            return -number
     elif isinstance(node, ast.List):
         return [_literal(item) for item in node.elts]
     elif isinstance(node, ast.Dict):

@@ -162,8 +162,9 @@ class TrainingOutputSensor(BaseSensorOperator):
         :param context: the task context.
         :param event: the trigger's event payload.
         """
-        status = (event or {}).get("status")
-        location = (event or {}).get("location", str(self.path))
+        event = event or {}
+        status = event.get("status")
+        location = event.get("location", str(self.path))
         if status == "success":
             self.log.info("Training record ready: %s", location)
             return location

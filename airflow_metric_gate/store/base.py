@@ -648,17 +648,33 @@ class MetricStore:
         return {"since": runs[0].logical_date.isoformat(), "since_run_id": runs[0].run_id, "nights": len(runs),
                 "marked": marked}
 
-    def mark(self, status: str, *, by: str, key: str, reason: str | None = None, **scope: str | None) -> int:
+    def mark(
+        self,
+        status: str,
+        *,
+        by: str,
+        key: str,
+        reason: str | None = None,
+        dag_id: str | None = None,
+        series: str | None = None,
+        backend: str | None = None,
+        suite: str | None = None,
+    ) -> int:
         """Mark runs trusted or untrusted (see :meth:`mark_runs`); return how many changed status.
 
         :param status: ``trusted`` or ``untrusted``.
         :param by: ``run_id``, ``airflow_run_id`` or ``commit``.
         :param key: the value to match.
         :param reason: a note kept in ``runs.status_reason``.
-        :param scope: ``dag_id``, ``series``, ``backend``, ``suite`` (see :meth:`mark_runs`).
+        :param dag_id: only runs of this DAG (see :meth:`mark_runs`).
+        :param series: only runs of this series.
+        :param backend: only runs of this backend.
+        :param suite: only runs of this suite.
         :return: how many runs changed status.
         """
-        return sum(m.changed for m in self.mark_runs(status, by=by, key=key, reason=reason, **scope))
+        marked = self.mark_runs(status, by=by, key=key, reason=reason, dag_id=dag_id, series=series, backend=backend,
+                                suite=suite)
+        return sum(m.changed for m in marked)
 
     def mark_rebaseline(self, run_id: str, on: bool = True) -> int:
         """Start (or stop) a fresh baseline at a run: later runs of its series ignore older history.
@@ -1370,7 +1386,7 @@ class MetricStore:
 
         :param blocks: ``[metric_key, steps_key, constraint_key, count]`` lists.
         """
-        return [tuple(b) for b in blocks]  # type: ignore[misc]
+        return [tuple(b) for b in blocks]
 
     def iter_series_points(
         self, series: str, backend: str, suite: str, *, batch: int = 10_000
