@@ -127,7 +127,10 @@ def judge_run(
 
 
 def outcome_of(counts: Mapping[str, int]) -> str:
-    """Return a reference declaration's night outcome from its counts: ``error``, ``fail``, ``inactive`` or ``pass``."""
+    """Return a reference declaration's night outcome from its counts: ``error``, ``fail``, ``inactive`` or ``pass``.
+
+    :param counts: the declaration's results counted by status.
+    """
     if counts.get(ERROR):
         return "error"
     if counts.get(FAIL):
@@ -203,7 +206,11 @@ def judge_calibrated(
 
 
 def merge_judgements(first: RunJudgement, second: RunJudgement) -> RunJudgement:
-    """Return the judgement of a run whose declarations were judged in two parts (two policies)."""
+    """Return the judgement of a run whose declarations were judged in two parts (two policies).
+
+    :param first: the judgement of one part.
+    :param second: the judgement of the other part.
+    """
     counts = {status: first.counts.get(status, 0) + second.counts.get(status, 0) for status in STATUSES}
     results = sorted([*first.results, *second.results], key=lambda item: item[0])
     return RunJudgement(counts, {**first.per_declaration, **second.per_declaration}, results,

@@ -330,6 +330,8 @@ def wait_for_earlier_runs(
     :param history_limit: the baseline's history limit (the window's size).
     :param timeout: how long to poll, in seconds; 0 checks once.
     :param poll: seconds between two checks.
+    :param sleep: waits that many seconds (tests pass a fake).
+    :param clock: returns the time in seconds (tests pass a fake).
     :raises EarlierRunsPending: earlier nights are still pending when the time is up.
     """
     deadline = clock() + timeout
@@ -536,7 +538,10 @@ def _outcome_key(key: tuple[str, str, str]) -> str:
 
 
 def candidate_limit(history_limit: int) -> int:
-    """How many earlier judged nights are read to choose each declaration's history from."""
+    """How many earlier judged nights are read to choose each declaration's history from.
+
+    :param history_limit: the baseline's history limit.
+    """
     return 3 * history_limit + SHIFT_ADOPT + 5
 
 

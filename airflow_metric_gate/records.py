@@ -91,6 +91,7 @@ class Columns:
         :param like: columns read before, typically another metric's: when their steps are the
             same, the new columns take a copy of that list (one int object per step for both)
             and its distinctness, instead of keeping the points' own step objects.
+        :param points: the points, in order.
         """
         steps = list(map(_first, points))
         values = list(map(_second, points))

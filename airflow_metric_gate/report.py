@@ -40,6 +40,8 @@ def summary_line(verdict: Mapping[str, Any]) -> str:
     ``metric-gate: <series> run <id>: TRUSTED|NOT-TRUSTED (<n> results, <f> fail, <e> error)``
 
     Control characters in names are escaped (:func:`~airflow_metric_gate.printable.printable`).
+
+    :param verdict: the verdict.
     """
     verdict = printable_copy(verdict)
     counts = verdict["counts"]

@@ -78,7 +78,10 @@ class Selection:
 
 
 def is_numeric(value: object) -> bool:
-    """Return whether a record value counts as a number (bools do not)."""
+    """Return whether a record value counts as a number (bools do not).
+
+    :param value: a record value.
+    """
     return (type(value) is float or type(value) is int) and not isinstance(value, bool)
 
 

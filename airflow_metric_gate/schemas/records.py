@@ -222,6 +222,8 @@ class MetricNameField(fields.Field):
 
     A number, a boolean or ``null`` loads as :class:`UnnamedMetric` (the line is skipped with a
     warning); an array or an object is an error.
+
+    :param kwargs: passed to marshmallow's ``Field``.
     """
 
     default_error_messages = {
@@ -232,6 +234,13 @@ class MetricNameField(fields.Field):
         super().__init__(allow_none=True, **kwargs)
 
     def deserialize(self, value: Any, attr: str | None = None, data: Any = None, **kwargs: Any) -> Any:
+        """Load ``null`` as an unnamed metric (marshmallow returns ``None`` for it without ``_deserialize``).
+
+        :param value: the value read.
+        :param attr: as marshmallow's ``Field.deserialize``.
+        :param data: as marshmallow's ``Field.deserialize``.
+        :param kwargs: as marshmallow's ``Field.deserialize``.
+        """
         if value is None:
             return UnnamedMetric(None)
         return super().deserialize(value, attr, data, **kwargs)
@@ -245,7 +254,10 @@ class MetricNameField(fields.Field):
 
 
 class StepField(fields.Field):
-    """A step: an int >= 0 or null (bools rejected)."""
+    """A step: an int >= 0 or null (bools rejected).
+
+    :param kwargs: passed to marshmallow's ``Field``.
+    """
 
     default_error_messages = {"required": "missing (every row needs a \"step\", which may be null)"}
 

@@ -60,6 +60,7 @@ class MetricStore:
     """The metric store: runs, their values, and the baselines read from them.
 
     :param connect: returns a new DB-API connection; called once, lazily.
+    :param description: names the store in messages (a URL without its password).
     """
 
     dialect = "generic"
