@@ -136,3 +136,48 @@ def test_an_error_that_is_not_the_packages_is_a_bug_to_both(monkeypatch, capsys)
 def test_a_familys_root_from_outside_the_package_retries_as_before(monkeypatch, capsys) -> None:
     error = StoreError("metric store (postgres) error: deadlock detected")
     assert cli_fate(error, monkeypatch) == operator_fate(error) == "retry"
+
+
+# The sensor and its trigger decide by the kind too: bad input fails now, anything else retries.
+_KINDS_OF = {cls: error_kind(sample(cls)) for cls in ERRORS if cls not in FAMILIES}
+_BAD_INPUT_ERRORS = [cls for cls, kind in _KINDS_OF.items() if kind is ErrorKind.BAD_INPUT]
+_UNAVAILABLE_ERRORS = [cls for cls, kind in _KINDS_OF.items() if kind is ErrorKind.UNAVAILABLE]
+
+
+@pytest.mark.parametrize("cls", _BAD_INPUT_ERRORS + _UNAVAILABLE_ERRORS, ids=lambda c: c.__name__)
+def test_the_trigger_reports_the_kind(cls, monkeypatch, tmp_path) -> None:
+    import asyncio
+
+    from airflow_metric_gate.triggers import training_output
+
+    error = sample(cls)
+
+    def check_location(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(training_output, "check_location", check_location)
+    trigger = training_output.TrainingOutputTrigger(location=str(tmp_path), poke_interval=0.01, deadline=2e9)
+
+    async def collect():
+        return [event async for event in trigger.run()]
+
+    (event,) = asyncio.run(asyncio.wait_for(collect(), 10))
+    expected = "bad_input" if cls in _BAD_INPUT_ERRORS else "error"
+    assert event.payload["status"] == expected
+
+
+@pytest.mark.parametrize("cls", _BAD_INPUT_ERRORS, ids=lambda c: c.__name__)
+def test_the_sensor_fails_now_on_bad_input(cls, monkeypatch, tmp_path) -> None:
+    from airflow_metric_gate.sensors import training_output
+    from airflow_metric_gate.sensors.training_output import TrainingOutputSensor
+
+    error = sample(cls)
+
+    def check_location(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(training_output, "check_location", check_location)
+    sensor = TrainingOutputSensor(task_id="wait_for_record", path=str(tmp_path), poke_interval=0.01, timeout=1)
+    with pytest.raises(AirflowFailException) as err:
+        sensor.poke({})
+    assert err.value.__cause__ is error
