@@ -14,6 +14,9 @@ _LAZY = {
     "metric_gate": "airflow_metric_gate.task_groups",
     "Verdict": "airflow_metric_gate.api",
     "GateDeclaration": "airflow_metric_gate.declarations",
+    "MetricGateError": "airflow_metric_gate.errors",
+    "BadInputError": "airflow_metric_gate.errors",
+    "UnavailableError": "airflow_metric_gate.errors",
     "DeclarationError": "airflow_metric_gate.declarations",
     "RecordError": "airflow_metric_gate.records",
     "EarlierRunsPending": "airflow_metric_gate.pipeline",
@@ -24,13 +27,16 @@ _LAZY = {
 }
 
 __all__ = [
+    "BadInputError",
     "DeclarationError",
     "EarlierRunsPending",
     "GateDeclaration",
+    "MetricGateError",
     "RecordError",
     "StoreError",
     "StoreInputError",
     "StoreUnavailable",
+    "UnavailableError",
     "Verdict",
     "__version__",
     "get_provider_info",
@@ -43,6 +49,7 @@ __all__ = [
 if TYPE_CHECKING:
     from airflow_metric_gate.api import Verdict, load_declarations, run_gate
     from airflow_metric_gate.declarations import DeclarationError, GateDeclaration
+    from airflow_metric_gate.errors import BadInputError, MetricGateError, UnavailableError
     from airflow_metric_gate.pipeline import EarlierRunsPending
     from airflow_metric_gate.records import RecordError
     from airflow_metric_gate.store import StoreError, StoreInputError, StoreUnavailable, open_store

@@ -45,7 +45,7 @@ def load_declarations(
     """
     if isinstance(source, (str, os.PathLike)):
         return with_policy(load_gates_file(source, defaults=defaults), policy)
-    if isinstance(source, Sequence) and not isinstance(source, (bytes, bytearray)):
+    if isinstance(source, Sequence) and not isinstance(source, (str, bytes, bytearray)):
         return with_policy(resolve_declarations(source, defaults=defaults, source="declarations"), policy)
     raise TypeError(f"load_declarations: expected a path or a list of mappings, not {type(source).__name__}")
 

@@ -3,6 +3,7 @@
 Exit status: 0 trusted (or not trusted but not enforced); 1 enforced and not trusted; 2 bad input or
 usage, nothing stored; 3 the store, or the object storage holding the record, is unavailable (retry
 later); 4 an unexpected internal error (a bug: one line on standard error, the traceback only with ``--debug``).
+Statuses 2 and 3 are the kinds' (:data:`airflow_metric_gate.errors.FATES`), which the operators read too.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from airflow_metric_gate.accept import current_user
 from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.decision import POLICIES
 from airflow_metric_gate.declarations import DeclarationError, collapse_duplicates, load_gates_file, with_policy
-from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES, RecordFormat
-from airflow_metric_gate.errors import LocatedError
+from airflow_metric_gate.enums import AGGREGATES, RECORD_FORMATS, ROLES, ErrorKind, RecordFormat
+from airflow_metric_gate.errors import FATES, BadInputError, LocatedError, error_fate
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.limits import (
     MAX_HISTORY_LIMIT,
@@ -41,7 +42,7 @@ from airflow_metric_gate.pipeline import (
     run_gate,
 )
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import MARKER_SKIP, Record, RecordError
+from airflow_metric_gate.records import MARKER_SKIP, Record
 from airflow_metric_gate.report import (
     DEFAULT_TABLE_ROWS,
     format_columns,
@@ -55,17 +56,12 @@ from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
 
 EXIT_OK = 0
 EXIT_BLOCKED = 1
-EXIT_BAD_INPUT = 2
-EXIT_STORE_UNAVAILABLE = 3
+EXIT_BAD_INPUT = FATES[ErrorKind.BAD_INPUT].exit_status
+EXIT_STORE_UNAVAILABLE = FATES[ErrorKind.UNAVAILABLE].exit_status
 EXIT_INTERNAL_ERROR = 4
 
-#: Errors that mean the input or the command line is wrong: exit 2, as long as nothing was stored.  Only the
-#: package's own error types: a bare ValueError or OSError is a bug (exit 4); bad input raises one of these
-#: at its source.
-_BAD_INPUT = (LocatedError, RecordError, DeclarationError, StoreInputError)
 
-
-class UsageError(Exception):
+class UsageError(BadInputError):
     """A command-line argument is invalid."""
 
 
@@ -729,27 +725,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader of standard output went away after the command's work was done
         _silence_stdout()
         return EXIT_OK
-    except StorageUnavailable as exc:
-        _error(f"storage unavailable (retry later): {exc}")
-        return EXIT_STORE_UNAVAILABLE
-    except StoreUnavailable as exc:
-        _error(f"store unavailable (retry later): {exc}")
-        if args.stored_run:
-            _error(_stored_note(args))
-        return EXIT_STORE_UNAVAILABLE
-    except StoreError as exc:
-        if isinstance(exc, StoreInputError) and not args.stored_run:
-            return _bad_input(args, exc)
-        _error(f"store error: {exc}")
-        if args.stored_run:
-            _error(_stored_note(args))
-        return EXIT_STORE_UNAVAILABLE
-    except (UsageError, *_BAD_INPUT) as exc:
-        if args.stored_run:  # bad input is checked before the write: reaching here is a bug
-            return _internal_error(args, exc)
-        return _bad_input(args, exc)
     except Exception as exc:
+        return _failed(args, exc)
+
+
+def _failed(args: argparse.Namespace, exc: Exception) -> int:
+    """Report the error a command raised; return the exit status of its kind (4 when it is not the package's).
+
+    Bad input is found before anything is written; once a run was stored, a refusal of the store is
+    reported as a store error (the run can be replaced) and any other bad input is a bug.
+
+    :param args: the parsed command line.
+    :param exc: the error.
+    """
+    fate = error_fate(exc)
+    if fate is None:
         return _internal_error(args, exc)
+    if fate.kind is ErrorKind.BAD_INPUT:
+        if not args.stored_run:
+            return _bad_input(args, exc)
+        if not isinstance(exc, StoreInputError):
+            return _internal_error(args, exc)
+        fate = FATES[ErrorKind.UNAVAILABLE]
+    _error(f"{_unavailable_label(exc)}: {exc}")
+    if args.stored_run:
+        _error(_stored_note(args))
+    return fate.exit_status
+
+
+def _unavailable_label(exc: Exception) -> str:
+    if isinstance(exc, StorageUnavailable):
+        return "storage unavailable (retry later)"
+    if isinstance(exc, StoreUnavailable):
+        return "store unavailable (retry later)"
+    if isinstance(exc, StoreError):
+        return "store error"
+    return "unavailable (retry later)"
 
 
 def _bad_input(args: argparse.Namespace, exc: BaseException) -> int:

@@ -12,7 +12,10 @@ __all__ = ["parse_datetime", "utc"]
 
 
 def utc(dt: datetime) -> datetime:
-    """Return ``dt`` as an aware UTC datetime (naive datetimes are taken as UTC)."""
+    """Return ``dt`` as an aware UTC datetime (naive datetimes are taken as UTC).
+
+    :param dt: the datetime.
+    """
     if dt.tzinfo is None:
         return dt.replace(tzinfo=timezone.utc)
     return dt.astimezone(timezone.utc)

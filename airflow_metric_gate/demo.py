@@ -20,9 +20,10 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from airflow_metric_gate.errors import LocatedError
+from airflow_metric_gate.errors import BadInputError, LocatedError
 from airflow_metric_gate.pipeline import evaluate
 from airflow_metric_gate.report import render_report
+from airflow_metric_gate.store import MetricStore
 from airflow_metric_gate.store.sqlite import SQLiteStore
 
 DAG_ID = "nightly_metric_gate"
@@ -46,7 +47,7 @@ DEMO_FILES = ("metric_gate.db", "metric_gate.db-journal", "metric_gate.db-wal", 
               "airflow", "records", "logs", "dags", "gates.yaml")
 
 
-class WorkdirInUse(Exception):
+class WorkdirInUse(BadInputError):
     """The demo's working folder holds the store of an earlier demo."""
 
 
@@ -191,7 +192,7 @@ def _cli() -> str:
     return str(beside) if beside.exists() else "metric-gate"
 
 
-def print_verdicts(store: SQLiteStore, runs: list, *, regressed: bool) -> None:
+def print_verdicts(store: MetricStore, runs: list, *, regressed: bool) -> None:
     """Print the first and the last night's verdicts, each under a line that says which night it is.
 
     :param store: the demo's metric store.

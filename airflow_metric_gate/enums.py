@@ -25,6 +25,7 @@ __all__ = [
     "STATUSES",
     "Aggregate",
     "Choices",
+    "ErrorKind",
     "RecordFormat",
     "Role",
     "RunStatus",
@@ -57,6 +58,13 @@ class Choices(str, Enum):
         if isinstance(value, str) and value in choices:
             return None
         return f"{what} must be one of {', '.join(choices)}, got {value!r}"
+
+
+class ErrorKind(Choices):
+    """The two kinds of the package's errors (see :mod:`airflow_metric_gate.errors`)."""
+
+    BAD_INPUT = "bad input"
+    UNAVAILABLE = "unavailable"
 
 
 class Status(Choices):

@@ -204,7 +204,7 @@ def step_z(current: float, values: Sequence[float], judged: Judged) -> float | N
         return None
     if mad is None:
         ref, mad = median_and_mad(values)
-    return (current - ref) / mad if mad > 0 else None  # type: ignore[operator]
+    return (current - ref) / mad if mad > 0 else None  # type: ignore[operator]  # a PASS or FAIL has a ref
 
 
 def judge_night(zs: Sequence[float], night_k: float) -> tuple[str, float] | None:
@@ -384,13 +384,13 @@ def _describe_mad(result: Result, ref: float, mad: float, mad_k: float) -> Resul
     if result.status == PASS:
         result.reason = "within band"
         return result
-    above = current > result.hi  # type: ignore[operator]
+    above = current > result.hi  # type: ignore[operator]  # a FAIL has a current value
     result.side, result.bound = ("above" if above else "below"), "mad"
     limit, sign = (result.hi, "+") if above else (result.lo, "-")
     result.reason = (
-        f"{_fmt(current)} is {result.side} {'hi' if above else 'lo'} {_fmt(limit)} "  # type: ignore[arg-type]
+        f"{_fmt(current)} is {result.side} {'hi' if above else 'lo'} {_fmt(limit)} "  # type: ignore[arg-type]  # a FAIL has one
         f"(mad band: ref {_fmt(ref)} {sign} {_fmt(mad_k)} x MAD {_fmt(mad)} = {_fmt(half)}; median of n={result.n}); "
-        f"off by {_fmt(abs(current - limit))}"  # type: ignore[operator]
+        f"off by {_fmt(abs(current - limit))}"  # type: ignore[operator]  # a FAIL has one
     )
     return result
 

@@ -113,11 +113,11 @@ def judge_run(
                                              per_declaration=per_gate)
     for key, zs in night_zs.items():  # after persistence: a whole night's FAIL is never tolerated
         night_k = rules[key][2]
-        night = judge_night(zs, night_k)  # type: ignore[arg-type]
+        night = judge_night(zs, night_k)  # type: ignore[arg-type]  # night_zs: only declarations with a night_k
         if night is not None and night[0] == FAIL:  # only a failing night adds a result
             counts[FAIL] += 1
             per_gate[key][FAIL] += 1
-            ordered.append((night_at[key], night_result(*key, zs, night, night_k), declarations[key]))  # type: ignore[arg-type]
+            ordered.append((night_at[key], night_result(*key, zs, night, night_k), declarations[key]))  # type: ignore[arg-type]  # as above
     for key, order, message in errors:
         counts[ERROR] += 1
         per_gate[key][ERROR] += 1
@@ -127,7 +127,10 @@ def judge_run(
 
 
 def outcome_of(counts: Mapping[str, int]) -> str:
-    """Return a reference declaration's night outcome from its counts: ``error``, ``fail``, ``inactive`` or ``pass``."""
+    """Return a reference declaration's night outcome from its counts: ``error``, ``fail``, ``inactive`` or ``pass``.
+
+    :param counts: the declaration's results counted by status.
+    """
     if counts.get(ERROR):
         return "error"
     if counts.get(FAIL):
@@ -203,7 +206,11 @@ def judge_calibrated(
 
 
 def merge_judgements(first: RunJudgement, second: RunJudgement) -> RunJudgement:
-    """Return the judgement of a run whose declarations were judged in two parts (two policies)."""
+    """Return the judgement of a run whose declarations were judged in two parts (two policies).
+
+    :param first: the judgement of one part.
+    :param second: the judgement of the other part.
+    """
     counts = {status: first.counts.get(status, 0) + second.counts.get(status, 0) for status in STATUSES}
     results = sorted([*first.results, *second.results], key=lambda item: item[0])
     return RunJudgement(counts, {**first.per_declaration, **second.per_declaration}, results,

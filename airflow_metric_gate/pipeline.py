@@ -209,7 +209,7 @@ def check_run(identity: SeriesIdentity, run: RunInfo, selections: Sequence[Selec
                 raise StoreInputError(f"{what} {value[:80]!r} {problem}; nothing was written")
         for steps in (s.steps, s.at_steps):
             known = steps if None not in steps else [k for k in steps if k is not None]
-            if known and (min(known) < LAST_STEP or max(known) > MAX_STEP):
+            if known and (min(known) < LAST_STEP or max(known) > MAX_STEP):  # type: ignore[type-var,operator]  # no None
                 bad = next(k for k in known if k != LAST_STEP and step_problem(k))
                 raise StoreInputError(f"{d.metric_key!r}: step {step_problem(bad)}; nothing was written")
 
@@ -330,6 +330,8 @@ def wait_for_earlier_runs(
     :param history_limit: the baseline's history limit (the window's size).
     :param timeout: how long to poll, in seconds; 0 checks once.
     :param poll: seconds between two checks.
+    :param sleep: waits that many seconds (tests pass a fake).
+    :param clock: returns the time in seconds (tests pass a fake).
     :raises EarlierRunsPending: earlier nights are still pending when the time is up.
     """
     deadline = clock() + timeout
@@ -513,7 +515,7 @@ def _worst_distances(judgement: RunJudgement) -> dict[tuple[str, str, str], floa
         if r.status != FAIL or None in (r.current, r.ref, r.lo, r.hi):
             continue
         key = (r.metric_key, r.steps_key, r.constraint_key)
-        worst[key] = max(worst.get(key, 0.0), band_distance(r.current, r.ref, r.lo, r.hi))
+        worst[key] = max(worst.get(key, 0.0), band_distance(r.current, r.ref, r.lo, r.hi))  # type: ignore[arg-type]  # no None
     return worst
 
 
@@ -536,7 +538,10 @@ def _outcome_key(key: tuple[str, str, str]) -> str:
 
 
 def candidate_limit(history_limit: int) -> int:
-    """How many earlier judged nights are read to choose each declaration's history from."""
+    """How many earlier judged nights are read to choose each declaration's history from.
+
+    :param history_limit: the baseline's history limit.
+    """
     return 3 * history_limit + SHIFT_ADOPT + 5
 
 

@@ -19,7 +19,7 @@ import json
 import math
 import os
 import stat
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from operator import itemgetter, le, lt
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,7 @@ class Columns:
         :param like: columns read before, typically another metric's: when their steps are the
             same, the new columns take a copy of that list (one int object per step for both)
             and its distinctness, instead of keeping the points' own step objects.
+        :param points: the points, in order.
         """
         steps = list(map(_first, points))
         values = list(map(_second, points))
@@ -175,7 +176,7 @@ class Record:
         part = self.last_lines.get(metric)
         if part is None:
             return None
-        return part.points() if type(part) is Columns else part  # type: ignore[union-attr,return-value]
+        return part.points() if isinstance(part, Columns) else part
 
     @property
     def metrics(self) -> dict[str, list[Point]]:
@@ -195,7 +196,7 @@ class Record:
 
     def __getitem__(self, metric: str) -> list[Point]:
         series = self._series[metric]
-        return series.points() if type(series) is Columns else series
+        return series.points() if isinstance(series, Columns) else series
 
     def __len__(self) -> int:
         return len(self._series)
@@ -317,7 +318,7 @@ def _data_files(path: Any, format: str = "series") -> tuple[list[Any], bool, lis
     skipped: list[tuple[str, str]] = []
     try:
         if local:
-            if _local_kind(_local_path(path)) == "file":
+            if _local_kind(_local_path(path)) == "file":  # type: ignore[arg-type]  # local: a Path
                 return [path], False, skipped
         else:
             if not path.exists():
@@ -329,7 +330,7 @@ def _data_files(path: Any, format: str = "series") -> tuple[list[Any], bool, lis
             reason = skip_reason(child.name, format)
             if reason is None:
                 if local:
-                    kind = _local_kind(_local_path(child))
+                    kind = _local_kind(_local_path(child))  # type: ignore[arg-type]  # local: a Path
                 else:
                     kind = "dir" if child.is_dir() else "file" if child.is_file() else ""
                 if kind == "dir":
@@ -343,8 +344,11 @@ def _data_files(path: Any, format: str = "series") -> tuple[list[Any], bool, lis
     except OSError as err:
         raise RecordError(f"cannot read: {err}", path=str(path)) from err
     if not children:
-        wanted = {RecordFormat.TENSORBOARD: "; only event files (names holding 'tfevents') are read",
-                  RecordFormat.CSV: "; only *.csv files are read"}.get(format, "")
+        wanted_files: dict[str, str] = {
+            RecordFormat.TENSORBOARD: "; only event files (names holding 'tfevents') are read",
+            RecordFormat.CSV: "; only *.csv files are read",
+        }
+        wanted = wanted_files.get(format, "")
         raise RecordError(
             f"directory holds no record file (names starting with '.' or '_' and *.tmp files are skipped{wanted})",
             path=str(path),
@@ -442,14 +446,14 @@ def merge_lines(parts: list[list[Point]]) -> list[Point]:
 
 
 def _as_points(series: list[Point] | Columns) -> list[Point]:
-    return series.points() if type(series) is Columns else series  # type: ignore[union-attr,return-value]
+    return series.points() if isinstance(series, Columns) else series
 
 
 def _merge_parts(parts: list[list[Point] | Columns]) -> list[Point] | Columns:
     """:func:`merge_lines` over a metric's lines; columns again when every line was columns."""
     merged = merge_lines([_as_points(part) for part in parts])
     if all(type(part) is Columns for part in parts):
-        return Columns.from_points(merged)  # type: ignore[arg-type]
+        return Columns.from_points(merged)  # type: ignore[arg-type]  # columns' points: int steps, float values
     return merged
 
 
@@ -503,12 +507,12 @@ _NUMBER_TYPES = {float, int}
 
 def _non_numeric(part: list[Point] | Columns) -> list[Point]:
     """The points of one line whose value is not a number (bools are not numbers)."""
-    if type(part) is Columns:
+    if isinstance(part, Columns):
         return []
-    kinds = set(map(type, map(_second, part)))  # type: ignore[arg-type]
+    kinds = set(map(type, map(_second, part)))
     if kinds <= _NUMBER_TYPES:
         return []
-    return [p for p in part if type(p[1]) not in _NUMBER_TYPES]  # type: ignore[union-attr]
+    return [p for p in part if type(p[1]) not in _NUMBER_TYPES]
 
 
 def _note_dropped(
@@ -541,6 +545,7 @@ def _read_series(
     by_metric: dict[str, list[list[Point] | Columns]] = {}
     lines_of: dict[str, list[int]] = {}
     last_plain: Columns | None = None  # metrics logged at the same steps share their step objects
+    part: list[Point] | Columns
     invalid_steps = notes.invalid_steps
     for lineno, raw in enumerate(fh, 1):
         with gc_paused():  # the line's points are tuples until they become columns
@@ -584,12 +589,13 @@ def _read_series(
         metrics[metric] = series if existing is None else _concatenate(existing, series)
 
 
-def _rows_series(steps: list[int | None], values: list[object]) -> list[Point] | Columns:
+def _rows_series(steps: Sequence[int | None], values: list[object]) -> list[Point] | Columns:
     """One metric's points of a ``rows`` file: :class:`Columns` when they are plain, else tuples."""
     if None not in steps and set(map(type, values)) == _FLOAT_ONLY:
-        total = sum(values)  # type: ignore[arg-type]
-        if total - total == 0 or all(map(math.isfinite, values)):  # type: ignore[arg-type]
-            return Columns(steps, values)  # type: ignore[arg-type]
+        # the values are floats and the steps ints, as the check above found: the types cannot say it
+        total = sum(values)  # type: ignore[arg-type]  # floats
+        if total - total == 0 or all(map(math.isfinite, values)):  # type: ignore[arg-type]  # floats
+            return Columns(steps, values)  # type: ignore[arg-type]  # ints and floats
     return list(zip(steps, values))
 
 
@@ -637,7 +643,7 @@ def _file_series(steps: list[int | None], values: list[object]) -> list[Point] |
     stepped points are ordered by step and step-less points follow in log order.  Steps logged
     in increasing order (the common case) are kept as they are.
     """
-    if None not in steps and all(map(lt, steps, steps[1:])):
+    if None not in steps and all(map(lt, steps, steps[1:])):  # type: ignore[arg-type]  # no None: ints compare
         return _rows_series(steps, values)
     latest: dict[int, object] = {}
     stepless: list[Point] = []
@@ -742,7 +748,7 @@ _FILE_READERS: dict[str, Callable[..., None]] = {
 
 def _sort_by_step(series: list[Point] | Columns) -> None:
     """Stable sort by step, ``None`` steps last."""
-    if type(series) is Columns:
+    if isinstance(series, Columns):
         steps = series.steps
         if not all(map(le, steps, steps[1:])):
             order = sorted(range(len(steps)), key=steps.__getitem__)
@@ -750,9 +756,9 @@ def _sort_by_step(series: list[Point] | Columns) -> None:
             series.values = list(map(series.values.__getitem__, order))  # distinctness unchanged
         return
     try:
-        series.sort(key=itemgetter(0))  # type: ignore[union-attr]
+        series.sort(key=itemgetter(0))
     except TypeError:  # some steps are None
-        series.sort(key=lambda p: (p[0] is None, p[0] or 0))  # type: ignore[union-attr]
+        series.sort(key=lambda p: (p[0] is None, p[0] or 0))
 
 
 def read_record(location: Any, *, format: str = "series") -> Record:

@@ -174,7 +174,7 @@ def _replay(
     gates: dict[Any, _Gate] = {}
     # (metric_key, steps_key) -> keys of the given declarations judged on those stored coordinates
     routes: dict[tuple[str, str], list[Any]] = {}
-    if given:
+    if declarations is not None:
         for d in declarations:
             key = (d.metric_key, d.steps_key, d.constraint_key)  # one declaration per coordinate (collapsed above)
             gates[key] = _Gate(declaration_summary(d))
@@ -238,9 +238,10 @@ def _replay(
                         feed_value(value)
                         yield gk, step, at_step, value, 0, history
 
-        errors = []
+        errors: list[tuple[Any, int, str]] = []
         for e in run.selection_errors:
             stored_literals.setdefault(e["metric_key"], set()).add(e["steps_key"])
+            targets: Iterable[Any]
             if given:
                 targets = routes.get((e["metric_key"], e["steps_key"]), ())
             else:
@@ -260,7 +261,7 @@ def _replay(
         # every value and error is read in order: results sort stably (all order 0), per declaration
         judgement = judge_run(values(), {gk: g.summary for gk, g in gates.items()}, unjudged_errors(),
                               min_history=min_history, aggregate=aggregate)
-        night = {
+        night: dict[str, Any] = {
             "run_id": run.run_id, "logical_date": run.logical_date.isoformat(), "role": run.role,
             "stored_status": run.status,
         }
@@ -272,8 +273,10 @@ def _replay(
                 if gk not in present:
                     gate.missing += 1
         failing: dict[Any, list] = {}
-        for _, result, gate in judgement.results:
-            failing.setdefault((gate["metric_key"], gate["steps_key"], gate["constraint_key"]), []).append(result)
+        for _, result, summary in judgement.results:
+            failing.setdefault((summary["metric_key"], summary["steps_key"], summary["constraint_key"]), []).append(
+                result
+            )
         for gk, results in failing.items():
             gates[gk].failed.append({**night, "results": [r.to_dict() for r in results]})
         counts = judgement.counts

@@ -49,7 +49,18 @@ def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str,
                       aggregate: str, trust: str, policy: str | None) -> dict:
     """Replay a series whose declarations include calibrated ones (see the module); write nothing.
 
-    Parameters and report as :func:`airflow_metric_gate.replay.replay`.
+    See also :func:`airflow_metric_gate.replay.replay`, whose report it returns.
+
+    :param store: the open store.
+    :param series: the series name.
+    :param backend: the backend.
+    :param suite: the suite.
+    :param declarations: declarations to judge with instead of the stored ones; ``None``: the stored ones.
+    :param history_limit: how many earlier trusted baseline runs form a baseline.
+    :param min_history: fewer baseline values make a coordinate INACTIVE.
+    :param aggregate: ``mean`` or ``median``.
+    :param trust: ``replayed`` or ``stored``: which trust decides that a night feeds later baselines.
+    :param policy: the policy of the declarations that set none; ``None``: as they are.
     """
     check_evaluate_options(history_limit=history_limit, min_history=min_history, aggregate=aggregate)
     if trust not in ("replayed", "stored"):

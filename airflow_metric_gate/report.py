@@ -10,6 +10,7 @@ import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS, STATUSES
 from airflow_metric_gate.printable import printable, printable_copy
@@ -33,12 +34,14 @@ __all__ = [
 DEFAULT_TABLE_ROWS = 5
 
 
-def summary_line(verdict: dict) -> str:
+def summary_line(verdict: Mapping[str, Any]) -> str:
     """Return the one greppable line that sums a verdict up.
 
     ``metric-gate: <series> run <id>: TRUSTED|NOT-TRUSTED (<n> results, <f> fail, <e> error)``
 
     Control characters in names are escaped (:func:`~airflow_metric_gate.printable.printable`).
+
+    :param verdict: the verdict.
     """
     verdict = printable_copy(verdict)
     counts = verdict["counts"]
@@ -54,7 +57,7 @@ def _num(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
 
 
-def _step(result: dict) -> str:
+def _step(result: Mapping[str, Any]) -> str:
     if result["step"] is None:
         return "-"
     if result["step"] == -1:

@@ -49,23 +49,35 @@ SUMMARY_FIELDS: tuple[str, ...] = ("metric_key", "steps_key", "constraint_key", 
 
 
 def min_failing_steps(gate: Mapping[str, Any]) -> int:
-    """Return a stored or serialized declaration's ``min_failing_steps`` (1 when absent)."""
+    """Return a stored or serialized declaration's ``min_failing_steps`` (1 when absent).
+
+    :param gate: a stored or serialized declaration.
+    """
     return int(gate.get("min_failing_steps") or 1)
 
 
 def mad_k(gate: Mapping[str, Any]) -> float | None:
-    """Return a stored or serialized declaration's ``mad_k`` when it has ``band: mad``, else ``None``."""
+    """Return a stored or serialized declaration's ``mad_k`` when it has ``band: mad``, else ``None``.
+
+    :param gate: a stored or serialized declaration.
+    """
     return float(gate.get("mad_k") or DEFAULT_MAD_K) if gate.get("band") == "mad" else None
 
 
 def night_mean_k(gate: Mapping[str, Any]) -> float | None:
-    """Return a stored or serialized declaration's ``night_mean_k`` (``None``: the whole-night rule is off)."""
+    """Return a stored or serialized declaration's ``night_mean_k`` (``None``: the whole-night rule is off).
+
+    :param gate: a stored or serialized declaration.
+    """
     k = gate.get("night_mean_k")
     return None if k is None else float(k)
 
 
 def is_warning(gate: Mapping[str, Any]) -> bool:
-    """Return whether a stored or serialized declaration has ``severity: warn`` (its failures never block)."""
+    """Return whether a stored or serialized declaration has ``severity: warn`` (its failures never block).
+
+    :param gate: a stored or serialized declaration.
+    """
     return gate.get("severity") == "warn"
 
 
@@ -152,5 +164,8 @@ def tolerate_isolated_failures(
 
 
 def applies_persistence(gates: Iterable[Mapping[str, Any]]) -> bool:
-    """Return whether any of a run's stored or serialized declarations switched ``min_failing_steps`` on."""
+    """Return whether any of a run's stored or serialized declarations switched ``min_failing_steps`` on.
+
+    :param gates: the run's declarations.
+    """
     return any(min_failing_steps(gate) != 1 for gate in gates)

@@ -46,7 +46,7 @@ class Selection:
         *,
         steps: list[int] | None = None,
         values: list[float] | None = None,
-        at_steps: list[int | None] | None = None,
+        at_steps: Sequence[int | None] | None = None,
     ) -> None:
         if points is not None:
             steps = [p[0] for p in points]
@@ -55,7 +55,7 @@ class Selection:
         self.declaration = declaration
         self.steps: list[int] = steps if steps is not None else []
         self.values: list[float] = values if values is not None else []
-        self.at_steps: list[int | None] = at_steps if at_steps is not None else self.steps
+        self.at_steps: Sequence[int | None] = at_steps if at_steps is not None else self.steps
         self.error = error
 
     @property
@@ -78,7 +78,10 @@ class Selection:
 
 
 def is_numeric(value: object) -> bool:
-    """Return whether a record value counts as a number (bools do not)."""
+    """Return whether a record value counts as a number (bools do not).
+
+    :param value: a record value.
+    """
     return (type(value) is float or type(value) is int) and not isinstance(value, bool)
 
 
@@ -98,13 +101,14 @@ def _as_float(value: float) -> float:
 def _numeric_points(points: list[tuple[int | None, object]]) -> list[tuple[int | None, float]]:
     kinds = set(map(type, map(_value, points)))
     if kinds == {float}:  # the common case: nothing to drop, nothing to convert
-        return points  # type: ignore[return-value]
+        return points  # type: ignore[return-value]  # every value is a float, as kinds shows
+    # the values converted are numbers (kinds, is_numeric), which the element type cannot say
     try:
         if kinds <= _NUMBER_TYPES:
-            return [(step, float(value)) for step, value in points]
-        return [(step, float(value)) for step, value in points if is_numeric(value)]
+            return [(step, float(value)) for step, value in points]  # type: ignore[arg-type]  # numbers
+        return [(step, float(value)) for step, value in points if is_numeric(value)]  # type: ignore[arg-type]  # same
     except OverflowError:  # an integer beyond the float range: not finite, like 1e400
-        return [(step, _as_float(value)) for step, value in points if is_numeric(value)]
+        return [(step, _as_float(value)) for step, value in points if is_numeric(value)]  # type: ignore[arg-type]  # same
 
 
 def _fmt_step(step: int | None) -> str:
@@ -132,7 +136,7 @@ def _select_all(numeric: list[tuple[int | None, float]]) -> tuple[_Columns, str 
         return _NONE, _NO_STEP_UNDER_ALL
     if len(set(steps)) != len(steps):
         seen: set[int] = set()
-        duplicate = next(s for s in steps if s in seen or seen.add(s))  # type: ignore[func-returns-value]
+        duplicate = next(s for s in steps if s in seen or seen.add(s))  # type: ignore[func-returns-value]  # add() records it
         return _NONE, f'step {duplicate} appears more than once under steps "all"'
     if not all(map(math.isfinite, values)):
         step, value = next((s, v) for s, v in numeric if not math.isfinite(v))
@@ -198,6 +202,8 @@ def _select_columns(declaration: GateDeclaration, columns: Columns) -> Selection
         return Selection(declaration, steps=steps, values=values, at_steps=steps)
     if wanted == "last":
         return Selection(declaration, steps=[LAST_STEP], values=[values[-1]], at_steps=[steps[-1]])
+    if isinstance(wanted, str):  # no other word: the general path words the error
+        return None
     by_step = dict(zip(steps, values))
     if len(by_step) != len(steps):
         return None
@@ -205,8 +211,8 @@ def _select_columns(declaration: GateDeclaration, columns: Columns) -> Selection
         listed = [by_step[k] for k in wanted]
     except KeyError:
         return None
-    wanted = list(wanted)
-    return Selection(declaration, steps=wanted, values=listed, at_steps=wanted)
+    listed_steps = list(wanted)
+    return Selection(declaration, steps=listed_steps, values=listed, at_steps=listed_steps)
 
 
 def _json_text(value: object) -> str:
@@ -299,18 +305,19 @@ def select_declaration(record: Record, declaration: GateDeclaration) -> Selectio
     if not numeric:
         return Selection(declaration, error=f"metric {metric!r} has no numeric point")
     if steps == "last":
-        columns, error = _select_last(numeric)
+        picked, error = _select_last(numeric)
     elif steps == "all":
-        columns, error = _select_all(numeric)
-    else:
-        dropped = _dropped_at(record, metric, steps) if getattr(record, "dropped_count", {}).get(metric) else None
-        columns, error = _select_listed(numeric, steps, dropped)
+        picked, error = _select_all(numeric)
+    else:  # steps is a tuple of steps, which comparing with the two words does not tell the type checker
+        dropped = (_dropped_at(record, metric, steps)  # type: ignore[arg-type]  # a tuple
+                   if getattr(record, "dropped_count", {}).get(metric) else None)
+        picked, error = _select_listed(numeric, steps, dropped)  # type: ignore[arg-type]  # a tuple
     if error:
         notes = getattr(record, "invalid_steps", {}).get(metric)
         if notes and (error == _NO_STEP_UNDER_ALL or (isinstance(steps, tuple) and error.startswith("listed"))):
             error += "; " + _invalid_step_note(notes)
         return Selection(declaration, error=f"metric {metric!r}: {error}")
-    return Selection(declaration, steps=columns[0], values=columns[1], at_steps=columns[2])
+    return Selection(declaration, steps=picked[0], values=picked[1], at_steps=picked[2])
 
 
 def select_steps(record: Record, declarations: Iterable[GateDeclaration]) -> list[Selection]:

@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from airflow_metric_gate.errors import UnavailableError
 from airflow_metric_gate.records import RecordError
 
 # Exceptions of storage client libraries that mean "could not reach the storage" (by class name,
@@ -64,7 +65,7 @@ _CREDENTIALS_HINT = (
 _USERINFO = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*://)([^/@]*)@")
 
 
-class StorageUnavailable(Exception):
+class StorageUnavailable(UnavailableError):
     """The storage holding a record could not be reached; retrying later may succeed."""
 
 

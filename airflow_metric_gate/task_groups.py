@@ -76,6 +76,17 @@ class _MappedOrDefault(MappedArgument):
         return data.get(self._key, self._default)
 
 
+def _result_of(task: Any) -> Any:
+    """Return an upstream task's result as a downstream operator's argument.
+
+    It is an ``XComArg`` when the DAG is parsed, which Airflow replaces by the task's XCom value
+    before ``execute``: typed ``Any`` so that it fits the value's type that the argument declares.
+
+    :param task: the upstream operator.
+    """
+    return task.output
+
+
 def _argument(name: str, value: Any) -> Any:
     """Return one argument of :func:`metric_gate` as its operator takes it.
 
@@ -197,11 +208,11 @@ def metric_gate(
         timeout=a["timeout"],
     )
     ingest = IngestRecordOperator(
-        task_id="ingest_record", location=sensor.output, format=a["format"], storage_conn_id=a["storage_conn_id"]
+        task_id="ingest_record", location=_result_of(sensor), format=a["format"], storage_conn_id=a["storage_conn_id"]
     )
     select = SelectStepsOperator(
         task_id="select_steps",
-        record=ingest.output,
+        record=_result_of(ingest),
         gates_file=a["gates_file"],
         gates=a["gates"],
         storage_conn_id=a["storage_conn_id"],
@@ -209,7 +220,7 @@ def metric_gate(
     )
     persist = PersistValuesOperator(
         task_id="persist_values",
-        selection=select.output,
+        selection=_result_of(select),
         series=a["series"],
         backend=a["backend"],
         suite=a["suite"],
@@ -219,7 +230,7 @@ def metric_gate(
     )
     callbacks = list(a["notifiers"] or ())
     evaluate = EvaluateGateOperator(
-        task_id="evaluate_gate", run=persist.output, conn_id=a["conn_id"], enforce=a["enforce"],
+        task_id="evaluate_gate", run=_result_of(persist), conn_id=a["conn_id"], enforce=a["enforce"],
         on_failure_callback=callbacks or None, on_success_callback=callbacks or None,
     )
     if a["approval"]:
@@ -229,7 +240,7 @@ def metric_gate(
             task_id="approve_night", evaluate_task_id=evaluate.task_id, conn_id=a["conn_id"]
         )
     if a["gated_asset"] is not None:
-        PublishGatedMetricsOperator(task_id="publish_gated_metrics", verdict=evaluate.output,
+        PublishGatedMetricsOperator(task_id="publish_gated_metrics", verdict=_result_of(evaluate),
                                     outlets=[a["gated_asset"]])
 
 

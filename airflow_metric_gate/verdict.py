@@ -9,9 +9,13 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from airflow_metric_gate.enums import ERROR, FAIL, STATUSES
 from airflow_metric_gate.evaluation import NIGHT_BOUND, Result
+
+if TYPE_CHECKING:
+    from airflow_metric_gate.decision.calibrated import Decision
 
 VERDICT_SCHEMA = "airflow-metric-gate/verdict/v1"
 DEFAULT_MAX_RESULTS = 200
@@ -127,7 +131,7 @@ def summarize(
                 d.below = True
             d.failing = True
         elif status == FAIL and r.bound == NIGHT_BOUND:  # a whole night's FAIL: no step, never the worst step
-            distance = min((abs(r.current) - r.hi) / max(r.hi, tiny), biggest)  # type: ignore[arg-type,operator]
+            distance = min((abs(r.current) - r.hi) / max(r.hi, tiny), biggest)  # type: ignore[arg-type,operator,type-var]  # a night FAIL has current and hi
             distances[i] = distance
             d.night = {"statistic": r.current, "night_mean_k": r.hi, "steps": r.n, "side": r.side,
                        "distance": distance}
@@ -137,14 +141,14 @@ def summarize(
                 d.below = True
             d.failing = True
         elif status == FAIL:
-            scale = abs(r.ref)  # type: ignore[arg-type]
+            scale = abs(r.ref)  # type: ignore[arg-type]  # a step FAIL has current, ref, lo and hi
             if scale < tiny:
                 scale = tiny
             if r.side == "above":
-                distance = (r.current - r.hi) / scale  # type: ignore[operator]
+                distance = (r.current - r.hi) / scale  # type: ignore[operator]  # as above
                 d.above = True
             else:
-                distance = (r.lo - r.current) / scale  # type: ignore[operator]
+                distance = (r.lo - r.current) / scale  # type: ignore[operator]  # as above
                 d.below = True
             if distance > biggest:
                 distance = biggest
@@ -243,7 +247,7 @@ def build_verdict(
         errors = [i for i, r in enumerate(results) if r.status == ERROR]
         chosen = fails + errors
     kept = chosen if max_results is None else chosen[:max_results]
-    verdict = {
+    verdict: dict[str, Any] = {
         "schema": VERDICT_SCHEMA,
         "series": series,
         "backend": backend,
@@ -280,7 +284,7 @@ def _key_fields(key: DeclarationKey) -> dict:
     return {"metric_key": key[0], "steps_key": key[1], "constraint_key": key[2]}
 
 
-def calibrated_sections(gates: Mapping[DeclarationKey, Mapping], decisions: Mapping[DeclarationKey, object],
+def calibrated_sections(gates: Mapping[DeclarationKey, Mapping], decisions: Mapping[DeclarationKey, Decision],
                         starved: Mapping[DeclarationKey, str]) -> dict:
     """Return the verdict's sections beyond SPEC 10, each only when it has something to say.
 
@@ -300,8 +304,8 @@ def calibrated_sections(gates: Mapping[DeclarationKey, Mapping], decisions: Mapp
         out["policy"] = "calibrated" if len(decisions) == len(gates) else "mixed"
         nights, shifts, drifts, better, blown, within = [], [], [], [], [], []
         for key, decision in decisions.items():
-            report = decision.report  # type: ignore[attr-defined]
-            outcome = decision.outcome  # type: ignore[attr-defined]
+            report = decision.report
+            outcome = decision.outcome
             entry = {**_key_fields(key), "outcome": outcome, "trusted": outcome in ("pass", "inactive")}
             for name in ("direction", "nights", "z", "threshold", "level", "side", "steps_judged", "driven_count",
                          "false_alarm", "starved", "missing_count"):

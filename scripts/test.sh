@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the package with its test, docs and bench extras into .venv, then lint, build the docs and run every test.
+# Install the package with its test, docs and bench extras into .venv, then lint, type-check, build the docs and
+# run every test.
 # Each test session creates its own Postgres database and drops it afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,6 +9,7 @@ PYTHON=${PYTHON:-python3}
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e ".[test,docs,bench]"
 .venv/bin/ruff check .
+.venv/bin/python -m mypy  # the package, as [tool.mypy] in pyproject.toml says
 if [ -f mkdocs.yml ]; then
     NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 fi

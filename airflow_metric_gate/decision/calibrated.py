@@ -389,10 +389,10 @@ def judge_declaration(
     z = (statistic - center) / sd
     zn = z / math.sqrt(1.0 + 1.0 / m)  # about unit variance on a clean night, whatever the history's length
     worse = _worse_side(direction, z, q)
-    previous = choice.recent[-1].outcome if choice.recent else None
+    previous: Mapping[str, Any] = (choice.recent[-1].outcome if choice.recent else None) or {}
     sustained = None
     if not worse:
-        agrees = (previous is not None and previous.get("o") in ("fail", "shift") and previous.get("side")
+        agrees = (previous.get("o") in ("fail", "shift") and previous.get("side")
                   and _worse_side(direction, z, q / 2.0) == previous["side"]
                   and abs(previous.get("z", math.inf) - z) <= q * math.sqrt(2.0))
         if agrees:  # tonight is as far off as the failing night before it: the shift goes on
@@ -449,7 +449,7 @@ def judge_declaration(
                   f"level {_pct(level_tonight)} against the baseline")
 
     if worse:
-        continues = (previous is not None and previous.get("o") in ("fail", "shift") and previous.get("side") == worse
+        continues = (previous.get("o") in ("fail", "shift") and previous.get("side") == worse
                      and previous.get("since") and abs(previous.get("z", math.inf) - z) <= q * math.sqrt(2.0))
         since_run = previous["since"] if continues else run_id
         since_date = previous.get("since_date", logical_date) if continues else logical_date
@@ -480,7 +480,7 @@ def judge_declaration(
     if shape is not None:
         side, cut = shape["side"], shape["cut"]
         from_step = steps[judged[cut]]
-        continues = bool(previous is not None and previous.get("shape") and previous.get("shape_side") == side
+        continues = bool(previous.get("shape") and previous.get("shape_side") == side
                          and previous.get("since"))
         since_run = previous["since"] if continues else run_id
         since_date = previous.get("since_date", logical_date) if continues else logical_date
@@ -504,17 +504,18 @@ def judge_declaration(
                 + (f" (night {nights} since {since_date}, reported on its first night)" if continues else ""))
         night = Result(*key, None, None, FAIL, current=shape["t"], ref=0.0, n=shape["nights_judged"],
                        lo=-shape["threshold"], hi=shape["threshold"], side=side, bound="shape", reason=text)
-        stored = {"o": "shift" if continues else "fail", "shape": True, "shape_side": side, "z": z, "zn": zn,
+        outcome = "shift" if continues else "fail"
+        stored = {"o": outcome, "shape": True, "shape_side": side, "z": z, "zn": zn,
                   "level": level_tonight, "since": since_run, "since_date": since_date, "nights": nights,
                   "cause": f"{key[0]}: worse from step {from_step} on"}
-        return Decision(stored["o"], step_results + [night], stored, report)
+        return Decision(outcome, step_results + [night], stored, report)
 
     # the untrusted nights since the last trusted one were judged against this same history: their levels count
     since_trusted = [float(c.outcome["level"]) for c in choice.recent if c.outcome and "level" in c.outcome]
     drift = _drift(direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS,
                    recent_levels=since_trusted)
     if drift is not None:
-        continues = previous is not None and previous.get("o") in ("drift", "drift-continues")
+        continues = previous.get("o") in ("drift", "drift-continues")
         outcome = "drift-continues" if continues else "drift"
         drift_since = previous.get("since", run_id) if continues else run_id
         drift["continues"] = bool(continues)
@@ -587,7 +588,7 @@ def _is_blowup(value: float, ref: float, column: Sequence[float]) -> bool:
     return reach > _TINY and abs(value - ref) >= BLOWUP_RATIO * reach
 
 
-def _blowup(key, tonight, refs, columns, blown, report, run_id, n) -> Decision:
+def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, run_id, n) -> Decision:
     blown_set = set(blown)
     out = []
     for (step, at, value), ref, column in zip(tonight, refs, columns):
@@ -614,7 +615,7 @@ def _blowup(key, tonight, refs, columns, blown, report, run_id, n) -> Decision:
     return Decision("fail", out, stored, report)
 
 
-def _prior_band(key, gate, direction, tonight, refs, columns, report, n, need) -> Decision | None:
+def _prior_band(key: tuple[str, str, str], gate, direction, tonight, refs, columns, report, n, need) -> Decision | None:
     """Before the night test is calibrated: a quarter of the steps or more beyond the constraint's band.
 
     The declaration's constraint (its own, or the defaults table's) is the prior: with fewer than

@@ -53,7 +53,10 @@ CONTINUING: frozenset[str] = frozenset({"shift", "drift-continues"})
 
 
 def policy_of(gate: Mapping[str, Any]) -> str:
-    """Return a stored or serialized declaration's policy (``reference`` when it names none)."""
+    """Return a stored or serialized declaration's policy (``reference`` when it names none).
+
+    :param gate: a stored or serialized declaration.
+    """
     return gate.get("policy") or "reference"
 
 
@@ -66,7 +69,10 @@ def direction_of(gate: Mapping[str, Any]) -> str:
 
 
 def run_policy(gates: Mapping[Any, Mapping[str, Any]] | Any) -> str:
-    """Return ``reference``, ``calibrated`` or ``mixed`` for the declarations of a run."""
+    """Return ``reference``, ``calibrated`` or ``mixed`` for the declarations of a run.
+
+    :param gates: the run's declarations (stored or serialized), as a mapping or any iterable.
+    """
     values = gates.values() if isinstance(gates, Mapping) else gates
     found = {policy_of(g) for g in values}
     if len(found) > 1:

@@ -89,7 +89,10 @@ def t_quantile(p: float, df: float) -> float:
 
 
 def median_sorted(ordered: Sequence[float]) -> float:
-    """Return the median of values already sorted ascending (non-empty)."""
+    """Return the median of values already sorted ascending (non-empty).
+
+    :param ordered: the values, sorted ascending.
+    """
     n = len(ordered)
     mid = n // 2
     if n % 2:
@@ -114,7 +117,10 @@ def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
 
 
 def mean_and_sd(values: Sequence[float]) -> tuple[float, float]:
-    """Return the mean and the sample standard deviation (``n - 1``; 0.0 for one value)."""
+    """Return the mean and the sample standard deviation (``n - 1``; 0.0 for one value).
+
+    :param values: the values (non-empty).
+    """
     n = len(values)
     mean = math.fsum(values) / n
     if n < 2:

@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeGuard
 
 from airflow_metric_gate.declarations.files import load_gates_file
 from airflow_metric_gate.declarations.model import GateDeclaration
@@ -22,7 +22,7 @@ __all__ = ["check_declarations", "check_gates_file", "is_local_literal_path"]
 _TEMPLATE_MARKS = ("{{", "{%", "{#")
 
 
-def is_local_literal_path(path: object) -> bool:
+def is_local_literal_path(path: object) -> TypeGuard[str]:
     """Whether ``path`` names a local file as written: a string, not templated, not a URI.
 
     :param path: a ``gates_file`` argument as given to an operator.

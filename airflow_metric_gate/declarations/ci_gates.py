@@ -9,6 +9,7 @@ from typing import Any
 from airflow_metric_gate.declarations.model import DeclarationError, GateDeclaration, merge_defaults
 from airflow_metric_gate.declarations.reading import read_text
 from airflow_metric_gate.declarations.resolution import resolve_items
+from airflow_metric_gate.errors import BadInputError
 
 __all__ = ["CI_GATE_CALL", "parse_ci_gates"]
 
@@ -18,7 +19,7 @@ CI_GATE_CALL = "register_ci_gate"
 _LITERALS = "constants, negative numbers, lists, and dicts with string keys"
 
 
-class _NotLiteral(Exception):
+class _NotLiteral(BadInputError):
     def __init__(self, message: str, node: ast.AST) -> None:
         super().__init__(message)
         self.message = message
@@ -32,8 +33,9 @@ def _literal(node: ast.AST) -> Any:
             return node.value
     elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         operand = node.operand
-        if isinstance(operand, ast.Constant) and type(operand.value) in (int, float):
-            return -operand.value
+        number = operand.value if isinstance(operand, ast.Constant) else None
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            return -number
     elif isinstance(node, ast.List):
         return [_literal(item) for item in node.elts]
     elif isinstance(node, ast.Dict):

@@ -111,7 +111,8 @@ class _BoundedLoader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
         finally:
             self.depth -= 1
-        self._size(node)  # finished: aliases to it may now be expanded
+        if node is not None:
+            self._size(node)  # finished: aliases to it may now be expanded
         return node
 
 

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from airflow_metric_gate.errors import BadInputError
 from airflow_metric_gate.formats import FilePoints
 
 #: The column that holds the step.
@@ -32,7 +33,7 @@ _INT = re.compile(r"[+-]?[0-9]+")
 _MAX_STEP = 2**63 - 1
 
 
-class CsvLogError(Exception):
+class CsvLogError(BadInputError):
     """A CSV log cannot be read.
 
     :param message: what is wrong.

@@ -246,7 +246,7 @@ def read_run(location: Any) -> Record:
         history = sorted(history, key=attrgetter("timestamp"))  # stable: the server's order within a timestamp
         steps: list[int | None] = []
         values: list[object] = []
-        invalid: list[tuple[object, object, int]] = []
+        invalid: list[tuple[object, object, str]] = []
         for number, metric in enumerate(history, 1):
             step, value = metric.step, metric.value
             if isinstance(step, int) and step >= 0:

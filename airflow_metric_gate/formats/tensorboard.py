@@ -26,6 +26,7 @@ import struct
 from functools import cache
 from typing import Any
 
+from airflow_metric_gate.errors import BadInputError
 from airflow_metric_gate.formats import FilePoints
 
 #: Bytes read from the file at a time: reading stays bounded whatever the file's size.
@@ -141,7 +142,7 @@ def require_libraries() -> None:
     import google.protobuf.message  # noqa: F401
 
 
-class EventFileError(Exception):
+class EventFileError(BadInputError):
     """An event file is truncated or corrupted at ``offset``.
 
     :param message: what is wrong.

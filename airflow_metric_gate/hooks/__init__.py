@@ -14,8 +14,7 @@ CONN_TYPE = "metric_gate"
 HOOK_NAME = "Metric Gate store"
 
 #: The extras of a ``metric_gate`` connection shown as form fields, in the declarative form of
-#: ``get_provider_info()["connection-types"][...]["conn-fields"]`` (Airflow 3.2 and later read it
-#: there; :meth:`MetricStoreHook.get_connection_form_widgets` builds the same fields for older ones).
+#: ``get_provider_info()["connection-types"][...]["conn-fields"]``, where Airflow reads them.
 CONN_FIELDS: dict[str, dict[str, Any]] = {
     "connect_timeout": {
         "label": "Connect timeout (seconds)",

@@ -19,7 +19,7 @@ from urllib.parse import quote, urlencode
 from airflow.sdk import BaseHook, conf
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from airflow_metric_gate.hooks import CONN_FIELDS, CONN_TYPE, DEFAULT_CONN_ID, HOOK_NAME, UI_FIELD_BEHAVIOUR
+from airflow_metric_gate.hooks import CONN_TYPE, DEFAULT_CONN_ID, HOOK_NAME
 from airflow_metric_gate.store import MetricStore, StoreError, StoreInputError, StoreUnavailable, open_store
 from airflow_metric_gate.store.urls import DEFAULT_KEEPALIVES, POSTGRES_PARAMETERS, STORE_SETTINGS, Timeouts, scrub
 
@@ -77,36 +77,6 @@ class MetricStoreHook(BaseHook):
     def __init__(self, metric_gate_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.metric_gate_conn_id = resolve_conn_id(metric_gate_conn_id)
-
-    # -- the connection form (Airflow before 3.2; later versions read the provider info) -----------
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Return how the standard connection fields are shown: ``schema`` is the database."""
-        return {
-            "hidden_fields": list(UI_FIELD_BEHAVIOUR["hidden-fields"]),
-            "relabeling": dict(UI_FIELD_BEHAVIOUR["relabeling"]),
-            "placeholders": dict(UI_FIELD_BEHAVIOUR["placeholders"]),
-        }
-
-    @classmethod
-    def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Return the form fields of the extras (:data:`~airflow_metric_gate.hooks.CONN_FIELDS`).
-
-        Airflow before 3.2 builds the connection form from these ``wtforms`` fields; later versions
-        read the same table from the provider info and never call this.
-        """
-        from wtforms import IntegerField, StringField
-        from wtforms.validators import NumberRange, Optional
-
-        widgets: dict[str, Any] = {}
-        for name, field in CONN_FIELDS.items():
-            if "integer" in field["schema"]["type"]:
-                widgets[name] = IntegerField(field["label"], validators=[Optional(), NumberRange(min=0)],
-                                             description=field["description"])
-            else:
-                widgets[name] = StringField(field["label"], description=field["description"])
-        return widgets
 
     # -- the store -------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from airflow_metric_gate.errors import BadInputError
 from airflow_metric_gate.records import Record, RecordError, read_record
 
 MANIFEST = "manifest.json"
@@ -39,7 +40,7 @@ MAX_AGE_SECONDS = 2 * 24 * 3600
 _CHUNK = 1 << 20
 
 
-class RecordChanged(Exception):
+class RecordChanged(BadInputError):
     """The record is not the one whose checksum was passed on: it changed after it was read.
 
     :param location: the record location.

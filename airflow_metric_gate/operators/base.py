@@ -1,18 +1,17 @@
 """What the four operators share: the store's connection and hook, and what retries versus fails now.
 
-Every error of the core reaches Airflow through :meth:`MetricGateBaseOperator.core_errors`, the one
-place that decides its fate:
+Every error of the core reaches Airflow through :meth:`MetricGateBaseOperator.core_errors`; its fate
+is its kind's (:func:`airflow_metric_gate.errors.error_fate`, which the CLI's exit status reads too):
 
-=====================================================  ==========================================
-core error                                             Airflow
-=====================================================  ==========================================
-bad input: ``StoreInputError``, ``DeclarationError``,  ``AirflowFailException``: the task fails at
-``RecordError`` (any ``LocatedError``),                once, never retried (fix the input, clear)
-``RecordChanged``
-store or storage unavailable: ``StoreUnavailable``     ``AirflowException``: retried
-(``EarlierRunsPending`` too), ``StorageUnavailable``
-any other ``StoreError``                               ``AirflowException``: retried
-=====================================================  ==========================================
+==============================================================  ==========================================
+core error                                                      Airflow
+==============================================================  ==========================================
+bad input (``BadInputError``): ``StoreInputError``,             ``AirflowFailException``: the task fails at
+``DeclarationError``, ``RecordError``, ``RecordChanged``, ...   once, never retried (fix the input, clear)
+unavailable (``UnavailableError``): ``StoreUnavailable``        ``AirflowException``: retried
+(``EarlierRunsPending`` too), ``StoreFailure``,
+``StorageUnavailable``
+==============================================================  ==========================================
 
 Messages name the task and never carry a password (the store and the hook hide it; the text is
 scrubbed once more here).
@@ -29,19 +28,12 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.declarations import DeclarationError
-from airflow_metric_gate.errors import LocatedError
+from airflow_metric_gate.errors import error_fate
 from airflow_metric_gate.hooks.metric_store import MetricStoreHook
-from airflow_metric_gate.operators._record_copy import RecordChanged
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.records import RecordError
-from airflow_metric_gate.storage import StorageUnavailable
-from airflow_metric_gate.store import MetricStore, StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store import MetricStore, StoreError, StoreUnavailable
 from airflow_metric_gate.store.urls import scrub
-
-#: Core errors that are bad input: retrying cannot help.
-BAD_INPUT: tuple[type[BaseException], ...] = (StoreInputError, LocatedError, RecordChanged)
-#: Core errors of a store or storage that did not answer: a retry may succeed.
-UNAVAILABLE: tuple[type[BaseException], ...] = (StoreUnavailable, StorageUnavailable)
 
 
 def _retry_note(retries: int | None) -> str:
@@ -61,22 +53,23 @@ def airflow_error(
     :param record: the record location, named in the message of a bad record.
     :param retries: the task's ``retries``: an outage's message says "will retry" only when it has some.
     """
+    fate = error_fate(err)
+    if fate is None:
+        return None
     text = printable(scrub(str(err)))
-    retry = _retry_note(retries)
-    if isinstance(err, RecordError):
-        where = f" {printable(record)}" if record else ""
-        return AirflowFailException(f"{task_id}: bad training record{where}: {text}")
-    if isinstance(err, DeclarationError):
-        return AirflowFailException(f"{task_id}: invalid gate declarations: {text}")
-    if isinstance(err, BAD_INPUT):
+    if not fate.retry:
+        if isinstance(err, RecordError):
+            where = f" {printable(record)}" if record else ""
+            return AirflowFailException(f"{task_id}: bad training record{where}: {text}")
+        if isinstance(err, DeclarationError):
+            return AirflowFailException(f"{task_id}: invalid gate declarations: {text}")
         return AirflowFailException(f"{task_id}: {text}")
-    if isinstance(err, StorageUnavailable):
-        return AirflowException(f"{task_id}: {text}; {retry}")
+    retry = _retry_note(retries)
     if isinstance(err, StoreUnavailable):
         return AirflowException(f"{task_id}: metric store unavailable, {retry}: {text}")
     if isinstance(err, StoreError):
         return AirflowException(f"{task_id}: metric store error, {retry}: {text}")
-    return None
+    return AirflowException(f"{task_id}: {text}; {retry}")
 
 
 class MetricGateBaseOperator(BaseOperator):

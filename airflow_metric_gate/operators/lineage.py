@@ -22,6 +22,7 @@ def operator_lineage(verdict: Mapping, declarations: Iterable[Mapping], location
     """
     from airflow.providers.common.compat.openlineage.facet import OutputDataset
     from airflow.providers.openlineage.extractors import OperatorLineage
+    from openlineage.client.facet_v2 import DatasetFacet
     from openlineage.client.facet_v2 import data_quality_assertions_dataset as dq
 
     namespace, name = store_dataset(**location)
@@ -30,7 +31,11 @@ def operator_lineage(verdict: Mapping, declarations: Iterable[Mapping], location
                   description=f"every step of {a.name} within its band {a.constraint}", actual=a.actual)
         for a in declaration_assertions(verdict, declarations)
     ]
-    facets = {"dataQualityAssertions": dq.DataQualityAssertionsDatasetFacet(assertions=assertions)}
+    # OpenLineage types this facet as an input dataset's; it is kept on the output dataset the gate
+    # writes, where lineage consumers read it (see docs/airflow/lineage.md)
+    facets: dict[str, DatasetFacet] = {
+        "dataQualityAssertions": dq.DataQualityAssertionsDatasetFacet(assertions=assertions),  # type: ignore[dict-item]  # see above
+    }
     return OperatorLineage(outputs=[OutputDataset(namespace=namespace, name=name, facets=facets)])
 
 

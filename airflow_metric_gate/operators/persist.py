@@ -192,7 +192,7 @@ class PersistValuesOperator(MetricGateBaseOperator):
         payload = self.selection if self.selection is not None else upstream_value(self, context, "selection")
         identity = self._identity()
         run = self._run(context, identity)
-        self.record_warnings: list[dict] = []
+        self.record_warnings = []
         selections, pinned = self._selections(payload)
         self.log.info(
             "Storing run %s of series %s (%s, %s) as %s, logical date %s",

@@ -203,7 +203,7 @@ def create_app() -> FastAPI:
             if not allowed and not unowned:  # unknown and unreadable answer alike: no existence oracle
                 raise HTTPException(404, f"no runs of series {q['series']} ({q['backend']}, {q['suite']}) "
                                          "that you may read")
-            scope = {"dag_ids": allowed, "include_unowned": unowned}
+            scope: dict[str, Any] = {"dag_ids": allowed, "include_unowned": unowned}
             runs = store.series_runs(
                 *identity, limit=RUNS_PER_PAGE + 1, offset=(q["page"] - 1) * RUNS_PER_PAGE, declarations=False,
                 **scope,
@@ -295,7 +295,7 @@ def create_app() -> FastAPI:
             run = store.get_run(verdict["run_id"])
             if run is not None:
                 allowed, unowned = auth.readable(user, store.series_dag_ids(run.series, run.backend, run.suite))
-                scope = {"dag_ids": allowed | {q["dag_id"]}, "include_unowned": unowned}
+                scope: dict[str, Any] = {"dag_ids": allowed | {q["dag_id"]}, "include_unowned": unowned}
                 series_href = series_link(run.series, run.backend, run.suite)
                 gates = {(d["metric_key"], d["steps_key"], d["constraint_key"]): d for d in run.declarations}
             calibrated_keys = {(d.get("metric_key"), d.get("steps_key"), d.get("constraint_key"))

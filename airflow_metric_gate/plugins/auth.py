@@ -21,7 +21,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, HTTPException, Request, status
 
@@ -56,7 +56,11 @@ def _team(dag_id: str) -> str | None:
         return None
 
 
-def is_authorized(user: Any, dag_id: str | None, method: str) -> bool:
+#: What a user may do on a DAG's data: read it (``GET``) or edit it (``PUT``).
+Method = Literal["GET", "PUT"]
+
+
+def is_authorized(user: Any, dag_id: str | None, method: Method) -> bool:
     """Return whether the auth manager lets ``user`` do ``method`` on a DAG (``None``: on DAGs in general).
 
     :param user: the authenticated user.
@@ -83,7 +87,7 @@ def readable(user: Any, dag_ids: Iterable[str | None]) -> tuple[set[str], bool]:
     return allowed, unowned
 
 
-def require(user: Any, dag_id: str | None, method: str) -> None:
+def require(user: Any, dag_id: str | None, method: Method) -> None:
     """Raise 403 unless ``user`` may do ``method`` on the DAG.
 
     :param user: the authenticated user.

@@ -71,8 +71,8 @@ def _axes(y: _Scale, x_labels: Sequence[tuple[float, str]]) -> list[str]:
         out.append(f'<text class="mg-tick" x="{LEFT - 6}" y="{py + 4:.1f}" text-anchor="end">{value:.4g}</text>')
     for i, (px, label) in enumerate(x_labels):
         anchor = "start" if i == 0 and len(x_labels) > 1 else ("end" if i == len(x_labels) - 1 and i else "middle")
-        y = HEIGHT - BOTTOM + 16
-        out.append(f'<text class="mg-tick" x="{px:.1f}" y="{y}" text-anchor="{anchor}">{escape(label)}</text>')
+        label_y = HEIGHT - BOTTOM + 16
+        out.append(f'<text class="mg-tick" x="{px:.1f}" y="{label_y}" text-anchor="{anchor}">{escape(label)}</text>')
     return out
 
 
@@ -233,8 +233,9 @@ def night_chart(points: Sequence[NightPoint], measure: str, *, label: str) -> st
     """
     if not points:
         return f'<p class="mg-empty">No night of {escape(label)} kept its night measure yet.</p>'
-    banded = [p for p in points if p.lo is not None and p.hi is not None]
-    y = _Scale(*_y_range([p.value for p in points] + [b for p in banded for b in (p.lo, p.hi)] + [0.0]),
+    # each banded night with its band: (night, lo, hi)
+    banded = [(p, p.lo, p.hi) for p in points if p.lo is not None and p.hi is not None]
+    y = _Scale(*_y_range([p.value for p in points] + [b for _, lo, hi in banded for b in (lo, hi)] + [0.0]),
                HEIGHT - BOTTOM, TOP)
     n = len(points)
     step = (WIDTH - LEFT - RIGHT - 20) / max(n - 1, 1)
@@ -242,13 +243,13 @@ def night_chart(points: Sequence[NightPoint], measure: str, *, label: str) -> st
     at = {p.run_id: x for x, p in zip(xs, points)}
     body = []
     if measure == MEASURE_Z and banded:
-        upper = " ".join(f"{at[p.run_id]:.1f},{y(p.hi):.1f}" for p in banded)
-        lower = " ".join(f"{at[p.run_id]:.1f},{y(p.lo):.1f}" for p in reversed(banded))
+        upper = " ".join(f"{at[p.run_id]:.1f},{y(hi):.1f}" for p, _, hi in banded)
+        lower = " ".join(f"{at[p.run_id]:.1f},{y(lo):.1f}" for p, lo, _ in reversed(banded))
         if len(banded) == 1:  # one night: a band as wide as a marker
-            p = banded[0]
+            p, lo, hi = banded[0]
             x0 = at[p.run_id]
-            upper = f"{x0 - 6:.1f},{y(p.hi):.1f} {x0 + 6:.1f},{y(p.hi):.1f}"
-            lower = f"{x0 + 6:.1f},{y(p.lo):.1f} {x0 - 6:.1f},{y(p.lo):.1f}"
+            upper = f"{x0 - 6:.1f},{y(hi):.1f} {x0 + 6:.1f},{y(hi):.1f}"
+            lower = f"{x0 + 6:.1f},{y(lo):.1f} {x0 - 6:.1f},{y(lo):.1f}"
         body.append(f'<polygon class="mg-band" data-nights="{len(banded)}" points="{upper} {lower}"/>')
     labels = [(xs[0], f"{points[0].logical_date:%Y-%m-%d}")]
     if n > 1:

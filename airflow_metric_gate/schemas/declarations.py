@@ -162,7 +162,11 @@ class PositiveNumberField(fields.Field):
 
 
 class ChoiceField(fields.Field):
-    """One of a few strings."""
+    """One of a few strings.
+
+    :param choices: the strings allowed.
+    :param kwargs: passed to marshmallow's ``Field``.
+    """
 
     def __init__(self, choices: tuple[str, ...], **kwargs: Any) -> None:
         self.choices = choices
@@ -187,7 +191,11 @@ def check_rule_options(data: Mapping[str, Any]) -> None:
 
 
 class TextField(fields.Field):
-    """A string; ``non_empty`` rejects ``""``."""
+    """A string; ``non_empty`` rejects ``""``.
+
+    :param non_empty: refuse the empty string.
+    :param kwargs: passed to marshmallow's ``Field``.
+    """
 
     def __init__(self, *, non_empty: bool = False, **kwargs: Any) -> None:
         kind = "non-empty string" if non_empty else "string"
@@ -256,6 +264,7 @@ class DeclarationSchema(Schema):
 
     :param defaults: the defaults table (metric key -> entry) to fill omitted fields from; already
         validated.  ``None`` means an empty table.
+    :param kwargs: passed to marshmallow's ``Schema``.
     """
 
     error_messages = {

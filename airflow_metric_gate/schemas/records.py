@@ -145,7 +145,7 @@ def _decode_markers(points: list[tuple[int | None, object]]) -> None:
     if str in set(map(type, map(_second, points))):
         for i in compress(count(), map(is_, map(type, map(_second, points)), repeat(str))):
             step, value = points[i]
-            points[i] = (step, VALUE_MARKERS.get(value, value))
+            points[i] = (step, VALUE_MARKERS.get(value, value))  # type: ignore[call-overload]  # a str, as picked
 
 
 def parse_points(
@@ -222,6 +222,8 @@ class MetricNameField(fields.Field):
 
     A number, a boolean or ``null`` loads as :class:`UnnamedMetric` (the line is skipped with a
     warning); an array or an object is an error.
+
+    :param kwargs: passed to marshmallow's ``Field``.
     """
 
     default_error_messages = {
@@ -232,6 +234,13 @@ class MetricNameField(fields.Field):
         super().__init__(allow_none=True, **kwargs)
 
     def deserialize(self, value: Any, attr: str | None = None, data: Any = None, **kwargs: Any) -> Any:
+        """Load ``null`` as an unnamed metric (marshmallow returns ``None`` for it without ``_deserialize``).
+
+        :param value: the value read.
+        :param attr: as marshmallow's ``Field.deserialize``.
+        :param data: as marshmallow's ``Field.deserialize``.
+        :param kwargs: as marshmallow's ``Field.deserialize``.
+        """
         if value is None:
             return UnnamedMetric(None)
         return super().deserialize(value, attr, data, **kwargs)
@@ -245,7 +254,10 @@ class MetricNameField(fields.Field):
 
 
 class StepField(fields.Field):
-    """A step: an int >= 0 or null (bools rejected)."""
+    """A step: an int >= 0 or null (bools rejected).
+
+    :param kwargs: passed to marshmallow's ``Field``.
+    """
 
     default_error_messages = {"required": "missing (every row needs a \"step\", which may be null)"}
 
@@ -359,8 +371,8 @@ def decode_series_line(raw: bytes, decode: bool = True) -> tuple[str, list[tuple
         return None
     points = line.series
     if decode:
-        _decode_markers(points)  # type: ignore[arg-type]
-    return line.metric, points  # type: ignore[return-value]
+        _decode_markers(points)  # type: ignore[arg-type]  # decoded values are Point values too
+    return line.metric, points  # type: ignore[return-value]  # msgspec's narrower value type, read as Points
 
 
 def load_series_line(
@@ -383,7 +395,7 @@ def load_series_line(
             points = _fast_points(series, decode)
             if points is not None:
                 return metric, points, _NO_INVALID
-    loaded = _SERIES_SCHEMA.load(obj)  # type: ignore[arg-type]
+    loaded = _SERIES_SCHEMA.load(obj)  # type: ignore[arg-type]  # any JSON value: the schema refuses a non-object
     points, invalid = loaded["series"]
     return loaded["metric"], points, invalid
 
@@ -405,5 +417,5 @@ def load_rows_line(obj: object, decode: bool = True) -> tuple[int | None, Iterab
             if not decode:
                 return step, obj.items()
             return step, [(k, VALUE_MARKERS.get(v, v) if type(v) is str else v) for k, v in obj.items()]
-    loaded = _ROWS_SCHEMA.load(obj)  # type: ignore[arg-type]
+    loaded = _ROWS_SCHEMA.load(obj)  # type: ignore[arg-type]  # any JSON value: the schema refuses a non-object
     return loaded["step"], loaded["values"]

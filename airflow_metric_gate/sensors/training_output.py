@@ -12,8 +12,8 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout
 
 from airflow_metric_gate.enums import RecordFormat
+from airflow_metric_gate.errors import BadInputError
 from airflow_metric_gate.readiness import DEFAULT_MARKER, Readiness, validate_marker
-from airflow_metric_gate.records import RecordError
 from airflow_metric_gate.triggers.training_output import TrainingOutputTrigger, check_location
 
 if TYPE_CHECKING:
@@ -106,7 +106,7 @@ class TrainingOutputSensor(BaseSensorOperator):
             readiness = check_location(
                 self._location(), marker=self.marker, storage_conn_id=self.storage_conn_id, format=self.format
             )
-        except RecordError as err:  # the record can never be complete: waiting longer does not help
+        except BadInputError as err:  # the record can never be complete: waiting longer does not help
             raise AirflowFailException(f"The training record cannot be gated: {err}") from err
         self._last_readiness = readiness
         if readiness.ready:
@@ -162,8 +162,9 @@ class TrainingOutputSensor(BaseSensorOperator):
         :param context: the task context.
         :param event: the trigger's event payload.
         """
-        status = (event or {}).get("status")
-        location = (event or {}).get("location", str(self.path))
+        event = event or {}
+        status = event.get("status")
+        location = event.get("location", str(self.path))
         if status == "success":
             self.log.info("Training record ready: %s", location)
             return location

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from airflow_metric_gate.store.base import MetricStore
-from airflow_metric_gate.store.errors import StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store.errors import StoreError, StoreFailure, StoreInputError, StoreUnavailable
 from airflow_metric_gate.store.rows import RunRow, ValueRow
 from airflow_metric_gate.store.urls import POSTGRES_SCHEMES, SQLITE_PREFIX, URL_FORMS, safe_url
 
@@ -25,6 +25,7 @@ __all__ = [
     "MetricStore",
     "RunRow",
     "StoreError",
+    "StoreFailure",
     "StoreInputError",
     "StoreUnavailable",
     "ValueRow",

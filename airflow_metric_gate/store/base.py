@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
-from airflow_metric_gate.store.errors import RunRewritten, StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store.errors import RunRewritten, StoreFailure, StoreInputError, StoreUnavailable
 from airflow_metric_gate.store.points import AT_STEP_SQL, Block, Ordinals, blocks_of, read_at_step, stored_at_step
 from airflow_metric_gate.store.rows import (
     POINT_COLUMNS,
@@ -60,6 +60,7 @@ class MetricStore:
     """The metric store: runs, their values, and the baselines read from them.
 
     :param connect: returns a new DB-API connection; called once, lazily.
+    :param description: names the store in messages (a URL without its password).
     """
 
     dialect = "generic"
@@ -206,7 +207,7 @@ class MetricStore:
                 f"metric store ({self.description}) unavailable: {self._error_text(exc)}"
             ) from self._cause(exc)
         if isinstance(exc, self.driver_errors):
-            raise StoreError(
+            raise StoreFailure(
                 f"metric store ({self.description}) error: {self._error_text(exc)}"
             ) from self._cause(exc)
 
@@ -233,8 +234,8 @@ class MetricStore:
     def _table_exists(self, cur: Any, name: str) -> bool:
         raise NotImplementedError
 
-    def _newer_schema(self, version: int) -> StoreError:
-        return StoreError(
+    def _newer_schema(self, version: int) -> StoreFailure:
+        return StoreFailure(
             f"metric store ({self.description}) is at schema version {version}, newer than this "
             f"package's {SCHEMA_VERSION}; upgrade airflow-metric-gate"
         )
@@ -243,7 +244,7 @@ class MetricStore:
         """For a store opened read-only: its schema must be this package's, since nothing upgrades it.
 
         :raises StoreInputError: the store has no tables, or an older schema.
-        :raises StoreError: the schema is newer than this package's.
+        :raises StoreFailure: the schema is newer than this package's.
         """
         version = self.schema_version()
         if version == 0:
@@ -671,17 +672,33 @@ class MetricStore:
         return {"since": runs[0].logical_date.isoformat(), "since_run_id": runs[0].run_id, "nights": len(runs),
                 "marked": marked}
 
-    def mark(self, status: str, *, by: str, key: str, reason: str | None = None, **scope: str | None) -> int:
+    def mark(
+        self,
+        status: str,
+        *,
+        by: str,
+        key: str,
+        reason: str | None = None,
+        dag_id: str | None = None,
+        series: str | None = None,
+        backend: str | None = None,
+        suite: str | None = None,
+    ) -> int:
         """Mark runs trusted or untrusted (see :meth:`mark_runs`); return how many changed status.
 
         :param status: ``trusted`` or ``untrusted``.
         :param by: ``run_id``, ``airflow_run_id`` or ``commit``.
         :param key: the value to match.
         :param reason: a note kept in ``runs.status_reason``.
-        :param scope: ``dag_id``, ``series``, ``backend``, ``suite`` (see :meth:`mark_runs`).
+        :param dag_id: only runs of this DAG (see :meth:`mark_runs`).
+        :param series: only runs of this series.
+        :param backend: only runs of this backend.
+        :param suite: only runs of this suite.
         :return: how many runs changed status.
         """
-        return sum(m.changed for m in self.mark_runs(status, by=by, key=key, reason=reason, **scope))
+        marked = self.mark_runs(status, by=by, key=key, reason=reason, dag_id=dag_id, series=series, backend=backend,
+                                suite=suite)
+        return sum(m.changed for m in marked)
 
     def mark_rebaseline(self, run_id: str, on: bool = True) -> int:
         """Start (or stop) a fresh baseline at a run: later runs of its series ignore older history.
@@ -1404,7 +1421,7 @@ class MetricStore:
 
         :param blocks: ``[metric_key, steps_key, constraint_key, count]`` lists.
         """
-        return [tuple(b) for b in blocks]  # type: ignore[misc]
+        return [tuple(b) for b in blocks]
 
     def iter_series_points(
         self, series: str, backend: str, suite: str, *, batch: int = 10_000

@@ -1,19 +1,33 @@
-"""The store's errors: which failures a retry may cure (:class:`StoreUnavailable`) and which it cannot."""
+"""The store's errors: which failures a retry may cure (:class:`StoreUnavailable`) and which it cannot.
+
+Each is one of the package's two kinds (:mod:`airflow_metric_gate.errors`); :class:`StoreError` is
+their family, never raised as it is.
+"""
 
 from __future__ import annotations
 
-__all__ = ["RunRewritten", "StoreError", "StoreInputError", "StoreUnavailable"]
+from airflow_metric_gate.errors import BadInputError, MetricGateError, UnavailableError
+
+__all__ = ["RunRewritten", "StoreError", "StoreFailure", "StoreInputError", "StoreUnavailable"]
 
 
-class StoreError(Exception):
-    """A store operation failed."""
+class StoreError(MetricGateError):
+    """A store operation failed: the family of the store's errors (catch it for "any store error")."""
 
 
-class StoreUnavailable(StoreError):
+class StoreUnavailable(StoreError, UnavailableError):
     """The store could not be reached or was busy; retrying later may succeed."""
 
 
-class StoreInputError(StoreError, ValueError):
+class StoreFailure(StoreError, UnavailableError):
+    """The store answered with an error that is neither an outage nor a refusal of the input.
+
+    A deadlock, a serialization failure, or a schema newer than this package's (fixed once the
+    workers run the newer package); retrying later may succeed.
+    """
+
+
+class StoreInputError(StoreError, BadInputError, ValueError):
     """The data handed to the store is invalid; retrying will not help."""
 
 

@@ -263,13 +263,19 @@ _V7 = {
 
 
 def run_key_month(logical_date: datetime) -> int:
-    """The month a run of this logical date is kept under (its run key's high bits), as version 7 numbers it."""
+    """The month a run of this logical date is kept under (its run key's high bits), as version 7 numbers it.
+
+    :param logical_date: the run's logical date.
+    """
     d = utc(logical_date)
     return min(max((d.year - 2000) * 12 + d.month - 1, 0), RUN_KEY_LAST_MONTH)
 
 
 def month_partition(month: int) -> tuple[str, int, int]:
-    """Return the name of a month's ``metric_points`` partition and the run keys it holds (from, to)."""
+    """Return the name of a month's ``metric_points`` partition and the run keys it holds (from, to).
+
+    :param month: the month, as :func:`run_key_month` numbers it.
+    """
     year, index = divmod(month, 12)
     return (f"metric_points_{2000 + year:04d}_{index + 1:02d}", month << RUN_KEY_MONTH_SHIFT,
             (month + 1) << RUN_KEY_MONTH_SHIFT)

@@ -139,8 +139,8 @@ class SQLiteStore(MetricStore):
                 self._codec = _CODECS[cur.fetchone()[0]]
         codec = self._codec
         if codec is None:
-            return sorted(tuple(b) for b in blocks)  # type: ignore[misc]
-        return sorted((tuple(b) for b in blocks), key=lambda b: tuple(k.encode(codec) for k in b[:3]))  # type: ignore[misc]
+            return sorted(tuple(b) for b in blocks)
+        return sorted((tuple(b) for b in blocks), key=lambda b: tuple(k.encode(codec) for k in b[:3]))
 
     def _sql(self, sql: str) -> str:
         return sql.replace("%s", "?")

@@ -220,12 +220,14 @@ class Timeouts:
         if settings.get("connect_timeout") is not None:
             connect = _whole_seconds("connect_timeout", settings["connect_timeout"], where)
 
-        def ms(name: str, default: int | None) -> int | None:
+        def ms(name: str, default: int) -> int:
             value = settings.get(name)
             return default if value is None else duration_ms(name, value, unit="ms", where=where)
 
+        client = settings.get("client_timeout")
         return cls(connect, ms("statement_timeout", timeouts.statement_ms), ms("lock_timeout", timeouts.lock_ms),
-                   ms("idle_in_transaction_session_timeout", timeouts.idle_ms), ms("client_timeout", None))
+                   ms("idle_in_transaction_session_timeout", timeouts.idle_ms),
+                   None if client is None else duration_ms("client_timeout", client, unit="ms", where=where))
 
     def describe_statement(self) -> str:
         """``statement_timeout=300s`` as a message shows it."""

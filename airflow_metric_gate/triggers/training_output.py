@@ -11,8 +11,8 @@ from airflow.sdk import ObjectStoragePath
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_metric_gate.enums import RecordFormat
+from airflow_metric_gate.errors import BadInputError
 from airflow_metric_gate.readiness import DEFAULT_MARKER, Readiness, check_mlflow_run, check_record
-from airflow_metric_gate.records import RecordError
 
 
 def check_location(
@@ -91,7 +91,7 @@ class TrainingOutputTrigger(BaseTrigger):
                     check_location, self.location, marker=self.marker, storage_conn_id=self.storage_conn_id,
                     format=self.format,
                 )
-            except RecordError as err:
+            except BadInputError as err:  # the package's bad input (errors.error_kind): waiting does not help
                 yield TriggerEvent({"status": "bad_input", "location": self.location, "message": str(err)})
                 return
             except Exception as err:

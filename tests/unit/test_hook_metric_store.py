@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import socket
-import sys
-import types
 
 import pytest
 
@@ -164,23 +162,17 @@ def test_the_ui_test_button_reaches_the_hook(monkeypatch, tmp_path):
     assert "Connected to the metric store" in message
 
 
-def test_form_fields_and_behaviour_for_older_airflow(monkeypatch):
-    # Airflow >= 3.2 reads the provider info; older versions call these (wtforms is theirs, faked here).
-    behaviour = MetricStoreHook.get_ui_field_behaviour()
-    assert behaviour["relabeling"] == {"schema": "Database"}
-    assert set(behaviour["placeholders"]) == {"host", "port", "schema", "login"}
+def test_the_form_comes_from_the_provider_info_alone():
+    # Airflow (>= 3.2, so every version the package supports) builds the connection form from the provider
+    # info; a hook that still defines the form methods is called too, with a deprecation warning.
+    from airflow_metric_gate import get_provider_info
 
-    def field(kind):
-        return lambda label, validators=(), description="": (kind, label, description)
-
-    validators = types.SimpleNamespace(NumberRange=lambda **kw: ("range", kw), Optional=lambda: "optional")
-    wtforms = types.SimpleNamespace(IntegerField=field("int"), StringField=field("str"), validators=validators)
-    monkeypatch.setitem(sys.modules, "wtforms", wtforms)
-    monkeypatch.setitem(sys.modules, "wtforms.validators", validators)
-    widgets = MetricStoreHook.get_connection_form_widgets()
-    assert set(widgets) == set(CONN_FIELDS)
-    assert widgets["connect_timeout"][0] == "int" and widgets["statement_timeout"][0] == "str"
-    assert widgets["sqlite_path"][1] == CONN_FIELDS["sqlite_path"]["label"]
+    (connection_type,) = get_provider_info()["connection-types"]
+    assert connection_type["conn-fields"] == CONN_FIELDS
+    assert connection_type["ui-field-behaviour"]["relabeling"] == {"schema": "Database"}
+    assert set(connection_type["ui-field-behaviour"]["placeholders"]) == {"host", "port", "schema", "login"}
+    assert "get_connection_form_widgets" not in vars(MetricStoreHook)
+    assert "get_ui_field_behaviour" not in vars(MetricStoreHook)
 
 
 def test_the_ui_opens_the_store_through_the_hook(monkeypatch, tmp_path):

@@ -16,7 +16,7 @@ from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.pipeline import EarlierRunsPending
 from airflow_metric_gate.records import RecordError
 from airflow_metric_gate.storage import StorageUnavailable
-from airflow_metric_gate.store import StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store import StoreError, StoreFailure, StoreInputError, StoreUnavailable
 
 FAIL_NOW = [
     StoreInputError("history_limit must be from 1 to 1000"),
@@ -29,6 +29,7 @@ RETRY = [
     EarlierRunsPending("af-1", []),
     StorageUnavailable("cannot reach the storage of s3://bucket/night"),
     StoreError("metric store (postgres) error: deadlock detected"),
+    StoreFailure("metric store (postgres) error: deadlock detected"),
 ]
 
 
