@@ -596,8 +596,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("ingest", "persist", "evaluate", "evaluate_stale", "evaluate_year", "dag"),
                         action="append", help="run only these scenarios (default: all but evaluate_year at full scale)")
     parser.add_argument("--output", default="benchmarks/results/latest.json")
+    parser.add_argument("--coords", type=int, help="coordinates of the evaluate scenarios (default: the scale's)")
+    parser.add_argument("--year-nights", type=int, nargs="+",
+                        help="checkpoints of the year scenario, in nights (default: the scale's)")
     args = parser.parse_args(argv)
-    scale = SCALES[args.scale]
+    scale = dict(SCALES[args.scale])
+    if args.coords:
+        scale["coords"] = args.coords
+    if args.year_nights:
+        scale["year_nights"] = tuple(sorted(args.year_nights))
     default = ("ingest", "persist", "evaluate", "evaluate_stale", "dag")
     only = set(args.only or (default if args.scale == "full" else (*default, "evaluate_year")))
     figures: dict = {"scale": args.scale, "machine": {
