@@ -630,20 +630,18 @@ def main(argv: list[str] | None = None) -> int:
                     figures.update(bench_evaluate(scale, url))
             finally:
                 drop()
-        if "evaluate_stale" in only:  # a database of its own: its statistics are the scenario
-            url, drop = _fresh_database(args.pg_url)
-            try:
-                print("benchmark: evaluate on stale statistics (builds history) ...", flush=True)
-                figures.update(bench_evaluate_stale(scale, url))
-            finally:
-                drop()
-        if "evaluate_year" in only:  # a database of its own: it fills night by night
-            url, drop = _fresh_database(args.pg_url)
-            try:
-                print("benchmark: evaluate as the store fills over a year ...", flush=True)
-                figures.update(bench_evaluate_year(scale, url))
-            finally:
-                drop()
+        # each in a database of its own: its statistics, or how it fills night by night, are the scenario
+        for name, title, bench in (
+            ("evaluate_stale", "evaluate on stale statistics (builds history)", bench_evaluate_stale),
+            ("evaluate_year", "evaluate as the store fills over a year", bench_evaluate_year),
+        ):
+            if name in only:
+                url, drop = _fresh_database(args.pg_url)
+                try:
+                    print(f"benchmark: {title} ...", flush=True)
+                    figures.update(bench(scale, url))
+                finally:
+                    drop()
         if "dag" in only:
             print("benchmark: whole nightly DAG on the embedded default ...", flush=True)
             figures.update(bench_dag(scale, workdir))
