@@ -6,11 +6,12 @@ base class and the mapping of errors are in :mod:`airflow_metric_gate.operators.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.enums import ROLES, Role
 
 if TYPE_CHECKING:
@@ -87,15 +88,13 @@ def _parse_night(night: Any, task_id: str) -> datetime:
         value = datetime(night.year, night.month, night.day)
     else:
         try:
-            value = datetime.fromisoformat(str(night).strip().replace("Z", "+00:00"))
+            value = parse_datetime(str(night).strip(), "night")
         except ValueError as err:
             raise AirflowFailException(
                 f"{task_id}: night must be a date (YYYY-MM-DD) or an ISO 8601 datetime, got {night!r}; "
                 "nothing was stored"
             ) from err
-    if value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value.astimezone(timezone.utc)
+    return utc(value)
 
 
 def asset_night(context: Context) -> str | None:
