@@ -24,7 +24,14 @@ from airflow_metric_gate.evaluation import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_MIN_HISTORY,
 )
-from airflow_metric_gate.judging import RunJudgement, judge_calibrated, judge_run, merge_judgements, outcome_of
+from airflow_metric_gate.judging import (
+    CalibratedJudgement,
+    RunJudgement,
+    judge_calibrated,
+    judge_run,
+    merge_judgements,
+    outcome_of,
+)
 from airflow_metric_gate.limits import (
     MAX_CONSTRAINT_KEY_BYTES,
     MAX_METRIC_KEY_BYTES,
@@ -601,28 +608,40 @@ def _name_starved(results: list, keys: list, reason: str) -> None:
 
 def _judge_calibrated(store: MetricStore, run: RunRow, gates: dict, run_errors: list, candidates: list, *,
                       history_limit: int, min_history: int, all_results: bool):
-    """Judge a run's calibrated declarations: choose each one's history, read those nights' values, decide."""
+    """Judge a run's calibrated declarations: choose each one's history, read those nights' values, decide.
+
+    One declaration at a time: its values and its chosen nights' values are read, judged and let go
+    before the next one's are read.
+    """
     choices = {key: choose_history(_candidates_for(candidates, key), history_limit) for key in gates}
+    # the nights read: those of every declaration's history (a declaration's recent nights are read
+    # only when they are among them)
     needed = sorted({c.run_id for choice in choices.values() for c in choice.history})
-    current = [v for v in store.run_values(run.run_id) if (v.metric_key, v.steps_key, v.constraint_key) in gates]
-    by_ordinal = {v.ordinal: v for v in current}
-    found: dict[tuple[str, tuple[str, str, str]], dict[int, float]] = {}
-    for ordinal, other, value in store.values_in_runs(run.run_id, needed):
-        v = by_ordinal.get(ordinal)
-        if v is not None:
-            found.setdefault((other, (v.metric_key, v.steps_key, v.constraint_key)), {})[v.step] = value
-    for key, choice in choices.items():
+    part = None
+    for key, gate in gates.items():
+        choice = choices[key]
+        current, others = store.declaration_night(run.run_id, key, needed)
+        found: dict[str, dict[int, float]] = {}
+        by_ordinal = {v.ordinal: v.step for v in current}
+        for ordinal, other, value in others:
+            found.setdefault(other, {})[by_ordinal[ordinal]] = value
+        del others, by_ordinal
         for c in choice.history:
-            c.values = found.get((c.run_id, key), {})
+            c.values = found.get(c.run_id, {})
         for c in choice.recent:
-            c.values = found.get((c.run_id, key), {})
-    values: dict = {}
-    for v in current:
-        values.setdefault((v.metric_key, v.steps_key, v.constraint_key), []).append(
-            (v.step, v.at_step, v.value, v.ordinal))
-    part = judge_calibrated(values, gates, [e for e in run_errors if e[0] in gates], choices, run_id=run.run_id,
-                            logical_date=run.logical_date.isoformat(), min_history=min_history,
-                            all_results=all_results)
+            c.values = found.get(c.run_id, {})
+        one = judge_calibrated({key: [(v.step, v.at_step, v.value, v.ordinal) for v in current]}, {key: gate},
+                               [e for e in run_errors if e[0] == key], {key: choice}, run_id=run.run_id,
+                               logical_date=run.logical_date.isoformat(), min_history=min_history,
+                               all_results=all_results)
+        del current, found
+        for c in [*choice.history, *choice.recent]:  # judged: its values are not needed again
+            c.values = {}
+        part = one if part is None else CalibratedJudgement(merge_judgements(part.judgement, one.judgement),
+                                                            {**part.decisions, **one.decisions})
+    assert part is not None
+    failed = list(dict.fromkeys(e[0] for e in run_errors if e[0] in gates))  # decisions: errors first
+    part.decisions = {key: part.decisions[key] for key in [*failed, *(k for k in gates if k not in failed)]}
     for key, decision in part.decisions.items():
         if decision.outcome == "inactive" and not choices[key].history:
             reason = starved_reason(candidates, key)

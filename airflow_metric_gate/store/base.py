@@ -1128,6 +1128,59 @@ class MetricStore:
             at = ordinals.ordinal
             return [(at(coordinate), names[others[k][0]], value) for coordinate, k, value in cur.fetchall()]
 
+    def declaration_night(
+        self, run_id: str, key: tuple[str, str, str], run_ids: Sequence[str]
+    ) -> tuple[list[ValueRow], list[tuple[int, str, float]]]:
+        """Return one declaration's values in a run, and its values in some other runs, in one transaction.
+
+        What :meth:`run_values` and :meth:`values_in_runs` return, for one declaration's coordinates
+        only (read through their index ranges): a night judged declaration by declaration holds one
+        declaration's values and history at a time.
+
+        :param run_id: the store run id.
+        :param key: the declaration's ``(metric_key, steps_key, constraint_key)``.
+        :param run_ids: the other runs.
+        :return: the values in ordinal order, and ``(ordinal, other run id, value)`` rows.
+        """
+        with self._transaction(indexed=True) as cur:
+            run_key = self._run_key(cur, run_id)
+            found = self._declaration_ids(cur, [key], add=False)
+            if run_key is None or key not in found:
+                return [], []
+            declaration = found[key]
+            ordinals = self._ordinals(cur, run_key, declaration)
+            if not ordinals.blocks:
+                return [], []
+            names = list(run_ids)
+            others: list[tuple[int, int]] = []
+            for start in range(0, len(names), _KEY_BATCH):
+                chunk = names[start:start + _KEY_BATCH]
+                marks = ", ".join(["%s"] * len(chunk))
+                self._execute(cur, f"SELECT run_id, run_key FROM runs WHERE run_id IN ({marks})", chunk)
+                keys = {rid: int(k) for rid, k in cur.fetchall()}
+                others += [(start + i, keys[name]) for i, name in enumerate(chunk) if name in keys]
+            most = max(1, min(_RANGES_PER_CHUNK, 16000 // (len(others) + 1)))
+            current: list[ValueRow] = []
+            rows: list[tuple[int, str, float]] = []
+            for ranges in _chunk_ranges(ordinals, len(ordinals), most):
+                bounds = [(lo, hi) for lo, hi, _ in ranges]
+                flat = [b for r in bounds for b in r]
+                self._execute(cur, "SELECT p.coordinate, c.step, p.value, p.at_step FROM metric_points p "
+                              "JOIN coordinates c ON c.coordinate = p.coordinate "
+                              "WHERE p.run_key = %s AND c.declaration = %s" + in_ranges("p.coordinate", len(bounds)),
+                              [run_key, declaration, *flat])
+                current += [ValueRow(ordinals.ordinal(coordinate), *key, step, value, read_at_step(step, at))
+                            for coordinate, step, value, at in cur.fetchall()]
+                if others:
+                    self._plan_bulk_join(cur)
+                    self._execute(cur, run_values_sql(len(others), ranges=len(bounds)),
+                                  baseline_params([k for _, k in others], run_key, bounds))
+                    rows += [(ordinals.ordinal(coordinate), names[others[k][0]], value)
+                             for coordinate, k, value in cur.fetchall()]
+                    self._plan_bulk_join(cur, on=False)
+        current.sort(key=lambda v: v.ordinal)
+        return current, rows
+
     def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
         """Return the history window of a run, in one statement (see :data:`HISTORY_WINDOW_SQL`).
 

@@ -83,18 +83,21 @@ WHERE c.run_key = %s{where}
 _BASELINE_RUN_BRANCH = "SELECT coordinate, value FROM metric_points WHERE run_key = %s"
 
 
-def run_values_sql(runs: int) -> str:
+def run_values_sql(runs: int, *, ranges: int = 0) -> str:
     """Return the statement reading, for each coordinate of a run, its value in each of ``runs`` other runs.
 
     Parameters: the other runs' ``run_key``, then the run's.  Rows: ``(coordinate, position of the
     other run among those given, value)``.
 
     :param runs: how many other run ids are bound.
+    :param ranges: read only the coordinates in this many ranges (parameters as :func:`baseline_params`
+        gives them); 0 reads every coordinate of the run.
     """
     branches = "\n    UNION ALL ".join(
-        f"SELECT {i} AS k, coordinate, value FROM metric_points WHERE run_key = %s"
+        f"SELECT {i} AS k, coordinate, value FROM metric_points WHERE run_key = %s" + in_ranges("coordinate", ranges)
         for i in range(runs))
-    return _BASELINE_SQL.format(select="h.k, h.value", runs=branches, where="", group="")
+    return _BASELINE_SQL.format(select="h.k, h.value", runs=branches, where=in_ranges("c.coordinate", ranges),
+                                group="")
 
 
 def baseline_sql(baseline_runs: int, *, arrays: bool = False, ranges: int = 0) -> str:
