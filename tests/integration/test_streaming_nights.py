@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -20,16 +21,19 @@ SMALL_CHUNK = 7
 BAND = {"rel_up": 0.2, "abs_floor_up": 0.0, "rel_down": 0.2, "abs_floor_down": 0.0}
 
 
+GATES = [
+    {"metric_key": "m/all", "steps": "all", "constraint": BAND},
+    {"metric_key": "m/last", "steps": "last", "constraint": BAND},
+    {"metric_key": "m/list", "steps": [900, 6, 3], "constraint": BAND},
+    {"metric_key": "m/shuffled", "steps": "all", "constraint": BAND},
+    {"metric_key": "m/absent", "steps": "all", "constraint": BAND},
+    {"metric_key": "m/nan", "steps": "all", "constraint": BAND},
+    {"metric_key": "m/all", "steps": "all", "constraint": {**BAND, "rel_up": 0.5}},
+]
+
+
 def _declarations(policy):
-    return [
-        declare("m/all", steps="all", constraint=BAND, policy=policy),
-        declare("m/last", steps="last", constraint=BAND, policy=policy),
-        declare("m/list", steps=[900, 6, 3], constraint=BAND, policy=policy),
-        declare("m/shuffled", steps="all", constraint=BAND, policy=policy),
-        declare("m/absent", steps="all", constraint=BAND, policy=policy),
-        declare("m/nan", steps="all", constraint=BAND, policy=policy),
-        declare("m/all", steps="all", constraint={**BAND, "rel_up": 0.5}, policy=policy),
-    ]
+    return [declare(**gate, policy=policy) for gate in GATES]
 
 
 def _write_night(path, night):
@@ -131,3 +135,55 @@ def test_chunk_size_from_the_environment_is_checked(monkeypatch):
         monkeypatch.setenv(CHUNK_POINTS_ENV, bad)
         with pytest.raises(ValueError, match=CHUNK_POINTS_ENV if bad == "lots" else "integer >= 1"):
             chunk_points()
+
+
+class _TI:
+    def __init__(self, night):
+        self.dag_id, self.task_id, self.map_index, self.try_number = "nightly", "t", -1, 1
+        self.run_id = f"scheduled__night{night}"
+        self.pushed: dict = {}
+
+    def xcom_push(self, key, value):
+        self.pushed[key] = json.loads(json.dumps(value))
+
+
+class _DagRun:
+    run_type = "scheduled"
+
+    def __init__(self, night):
+        self.logical_date = self.run_after = T0 + timedelta(days=night)
+
+
+def _operator_nights(tmp_path, series, policy):
+    from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
+    from airflow_metric_gate.operators.ingest import IngestRecordOperator
+    from airflow_metric_gate.operators.persist import PersistValuesOperator
+    from airflow_metric_gate.operators.select import SelectStepsOperator
+
+    gates = tmp_path / "gates.json"
+    gates.write_text(json.dumps([{**gate, "policy": policy} for gate in GATES]))
+    verdicts = []
+    for night in range(1, NIGHTS + 1):
+        record = tmp_path / f"{series}-{night}.jsonl"
+        _write_night(record, night)
+        ti = _TI(night)
+        ctx = {"ti": ti, "dag_run": _DagRun(night), "logical_date": _DagRun(night).logical_date}
+        summary = IngestRecordOperator(task_id="ingest_record", location=str(record)).execute(ctx)
+        selection = SelectStepsOperator(task_id="select_steps", record=summary, gates_file=str(gates)).execute(ctx)
+        persisted = PersistValuesOperator(task_id="persist_values", series=series, selection=selection).execute(ctx)
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted).execute(ctx)
+        # store run ids differ between the two series (a hash of the task's run and series)
+        text = re.sub(r"af-[0-9a-f]{24}", "af-RUN", json.dumps(ti.pushed["return_value"]))
+        verdicts.append(json.loads(text.replace(series, "S")))
+    return verdicts
+
+
+@pytest.mark.parametrize("policy", ["reference", "calibrated"])
+def test_the_operators_give_the_same_verdicts_in_many_chunks(store_url, tmp_path, monkeypatch, policy):
+    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", store_url)
+    monkeypatch.setenv(CHUNK_POINTS_ENV, str(ONE_CHUNK))
+    one = _operator_nights(tmp_path, "op-one", policy)
+    monkeypatch.setenv(CHUNK_POINTS_ENV, str(SMALL_CHUNK))
+    many = _operator_nights(tmp_path, "op-many", policy)
+    assert one == many
+    assert not one[-1]["trusted"] and one[-1]["counts"]["FAIL"] > 0
