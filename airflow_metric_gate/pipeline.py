@@ -11,7 +11,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -24,7 +24,14 @@ from airflow_metric_gate.evaluation import (
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_MIN_HISTORY,
 )
-from airflow_metric_gate.judging import RunJudgement, judge_calibrated, judge_run, merge_judgements, outcome_of
+from airflow_metric_gate.judging import (
+    CalibratedJudgement,
+    RunJudgement,
+    judge_calibrated,
+    judge_run,
+    merge_judgements,
+    outcome_of,
+)
 from airflow_metric_gate.limits import (
     MAX_CONSTRAINT_KEY_BYTES,
     MAX_METRIC_KEY_BYTES,
@@ -225,6 +232,7 @@ def persist(
     selections: Sequence[Selection],
     *,
     warnings: Sequence[Mapping[str, Any]] = (),
+    chunk: int | None = None,
 ) -> dict:
     """Write a run (status ``pending``) and one row per selected (metric, step), atomically.
 
@@ -236,6 +244,8 @@ def persist(
     :param selections: from :func:`select`.
     :param warnings: from :func:`record_warnings`: kept with the run (provenance key
         ``record_warnings``) for its verdict.
+    :param chunk: values built and sent at a time (default
+        :func:`~airflow_metric_gate.chunking.chunk_points`); the rows stored do not depend on it.
     :return: ``{"run_id", "rows", "errors", "declarations", "write_version"}`` (the write version
         names this write of the run id, see :meth:`MetricStore.write_night`); with no declarations
         nothing is stored (a run with no declarations is trusted and stores nothing).
@@ -245,7 +255,6 @@ def persist(
     check_run(identity, run, selections)
     if not selections:
         return {"run_id": run.run_id, "rows": 0, "errors": 0, "declarations": 0}
-    values: list[ValueRow] = []
     errors: list[dict] = []
     ordinal = 0
     for s in selections:
@@ -255,16 +264,27 @@ def persist(
                            "constraint_key": d.constraint_key, "message": s.error})
             ordinal += 1
             continue
-        for step, value, at_step in zip(s.steps, s.values, s.at_steps):
-            values.append(ValueRow(ordinal, d.metric_key, d.steps_key, d.constraint_key, step, value, at_step))
-            ordinal += 1
+        ordinal += len(s.values)
+
+    def values() -> Iterator[ValueRow]:  # built chunk by chunk as the store writes them
+        ordinal = 0
+        for s in selections:
+            d = s.declaration
+            if s.error is not None:
+                ordinal += 1
+                continue
+            keys = (d.metric_key, d.steps_key, d.constraint_key)
+            for step, value, at_step in zip(s.steps, s.values, s.at_steps):
+                yield ValueRow(ordinal, *keys, step, value, at_step)
+                ordinal += 1
+
     row = RunRow(
         run_id=run.run_id, series=identity.series, backend=identity.backend, suite=identity.suite,
         role=run.role, status="pending", logical_date=run.logical_date,
         provenance={**run.provenance, **({WARNINGS_KEY: [dict(w) for w in warnings]} if warnings else {})},
         declarations=[s.declaration.summary() for s in selections], selection_errors=errors,
     )
-    written = store.write_night(row, values)
+    written = store.write_night(row, values, chunk=chunk)
     return {"run_id": run.run_id, "rows": written.rows, "errors": len(errors), "declarations": len(selections),
             "write_version": written.write_version}
 
@@ -379,6 +399,7 @@ def evaluate(
     max_bytes: int | None = None,
     record: bool = True,
     write_version: int | None = None,
+    chunk: int | None = None,
 ) -> dict:
     """Compare a stored run with the history of each of its coordinates and record its trust.
 
@@ -402,6 +423,8 @@ def evaluate(
     :param record: mark the run trusted or untrusted; ``False`` only rebuilds the verdict (read-only).
     :param write_version: the write of the run id whose values are to be judged (from
         :func:`persist`); ``None``: the values stored when evaluation starts.
+    :param chunk: coordinates read and judged at a time (default
+        :func:`~airflow_metric_gate.chunking.chunk_points`); the verdict does not depend on it.
     :return: the verdict (SPEC 10).
     :raises RunRewritten: the run holds another write's values (now, or by the time its verdict
         would be kept).
@@ -426,11 +449,10 @@ def evaluate(
     starved_reasons: dict = {}
     if len(calibrated) < len(gates):  # the reference policy (SPEC 6): one baseline read for the run
         reference_gates = {key: gate for key, gate in gates.items() if key not in calibrated}
-        current, history = store.run_values_and_baselines(run_id, history_limit)
-        no_values: list[float] = []
+        # read and judged chunk by chunk: a night's values and baselines are never held at once
         judgement = judge_run(
-            (((v.metric_key, v.steps_key, v.constraint_key), v.step, v.at_step, v.value, v.ordinal,
-              history.get(v.ordinal, no_values)) for v in current
+            (((v.metric_key, v.steps_key, v.constraint_key), v.step, v.at_step, v.value, v.ordinal, baseline)
+             for v, baseline in store.iter_values_and_baselines(run_id, history_limit, chunk=chunk)
              if (v.metric_key, v.steps_key, v.constraint_key) not in calibrated),
             reference_gates,
             [e for e in run_errors if e[0] not in calibrated],
@@ -591,28 +613,40 @@ def _name_starved(results: list, keys: list, reason: str) -> None:
 
 def _judge_calibrated(store: MetricStore, run: RunRow, gates: dict, run_errors: list, candidates: list, *,
                       history_limit: int, min_history: int, all_results: bool):
-    """Judge a run's calibrated declarations: choose each one's history, read those nights' values, decide."""
+    """Judge a run's calibrated declarations: choose each one's history, read those nights' values, decide.
+
+    One declaration at a time: its values and its chosen nights' values are read, judged and let go
+    before the next one's are read.
+    """
     choices = {key: choose_history(_candidates_for(candidates, key), history_limit) for key in gates}
+    # the nights read: those of every declaration's history (a declaration's recent nights are read
+    # only when they are among them)
     needed = sorted({c.run_id for choice in choices.values() for c in choice.history})
-    current = [v for v in store.run_values(run.run_id) if (v.metric_key, v.steps_key, v.constraint_key) in gates]
-    by_ordinal = {v.ordinal: v for v in current}
-    found: dict[tuple[str, tuple[str, str, str]], dict[int, float]] = {}
-    for ordinal, other, value in store.values_in_runs(run.run_id, needed):
-        v = by_ordinal.get(ordinal)
-        if v is not None:
-            found.setdefault((other, (v.metric_key, v.steps_key, v.constraint_key)), {})[v.step] = value
-    for key, choice in choices.items():
+    part = None
+    for key, gate in gates.items():
+        choice = choices[key]
+        current, others = store.declaration_night(run.run_id, key, needed)
+        found: dict[str, dict[int, float]] = {}
+        by_ordinal = {v.ordinal: v.step for v in current}
+        for ordinal, other, value in others:
+            found.setdefault(other, {})[by_ordinal[ordinal]] = value
+        del others, by_ordinal
         for c in choice.history:
-            c.values = found.get((c.run_id, key), {})
+            c.values = found.get(c.run_id, {})
         for c in choice.recent:
-            c.values = found.get((c.run_id, key), {})
-    values: dict = {}
-    for v in current:
-        values.setdefault((v.metric_key, v.steps_key, v.constraint_key), []).append(
-            (v.step, v.at_step, v.value, v.ordinal))
-    part = judge_calibrated(values, gates, [e for e in run_errors if e[0] in gates], choices, run_id=run.run_id,
-                            logical_date=run.logical_date.isoformat(), min_history=min_history,
-                            all_results=all_results)
+            c.values = found.get(c.run_id, {})
+        one = judge_calibrated({key: [(v.step, v.at_step, v.value, v.ordinal) for v in current]}, {key: gate},
+                               [e for e in run_errors if e[0] == key], {key: choice}, run_id=run.run_id,
+                               logical_date=run.logical_date.isoformat(), min_history=min_history,
+                               all_results=all_results)
+        del current, found
+        for c in [*choice.history, *choice.recent]:  # judged: its values are not needed again
+            c.values = {}
+        part = one if part is None else CalibratedJudgement(merge_judgements(part.judgement, one.judgement),
+                                                            {**part.decisions, **one.decisions})
+    assert part is not None
+    failed = list(dict.fromkeys(e[0] for e in run_errors if e[0] in gates))  # decisions: errors first
+    part.decisions = {key: part.decisions[key] for key in [*failed, *(k for k in gates if k not in failed)]}
     for key, decision in part.decisions.items():
         if decision.outcome == "inactive" and not choices[key].history:
             reason = starved_reason(candidates, key)
@@ -693,7 +727,8 @@ def run_gate(
     selections = select(record, declarations)
     if not selections:
         return empty_verdict(identity, run, enforce=bool(evaluate_kwargs.get("enforce")))
-    stored = persist(store, identity, run, selections, warnings=record_warnings(record, declarations))
+    stored = persist(store, identity, run, selections, warnings=record_warnings(record, declarations),
+                     chunk=evaluate_kwargs.get("chunk"))
     if on_stored is not None:
         on_stored(run.run_id)
     history_limit = evaluate_kwargs.get("history_limit", DEFAULT_HISTORY_LIMIT)

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from itertools import chain
 from typing import Any
 
+from airflow_metric_gate.chunking import batched, chunk_points
 from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
 from airflow_metric_gate.store.errors import RunRewritten, StoreFailure, StoreInputError, StoreUnavailable
@@ -39,8 +40,10 @@ from airflow_metric_gate.store.sql import (
     CANDIDATE_RUNS_SQL,
     HISTORY_WINDOW_SQL,
     RUN_COLUMNS,
+    baseline_params,
     baseline_sql,
     equal_to,
+    in_ranges,
     run_values_sql,
 )
 
@@ -347,23 +350,32 @@ class MetricStore:
     def _coordinate_ids(self, cur: Any, declaration: int, steps: list[int]) -> dict[int, int]:
         """Return the coordinate of each step of one declaration, adding those the store does not have.
 
+        Only the coordinates between the lowest and the highest of these steps are read (one index
+        range), so a chunk of a large declaration reads about as many coordinates as it has steps.
+
         :param declaration: the declaration's id.
         :param steps: the steps, in ordinal order (new coordinates are numbered in it).
         """
-        self._execute(cur, "SELECT step, coordinate FROM coordinates WHERE declaration = %s", (declaration,))
+        sql = "SELECT step, coordinate FROM coordinates WHERE declaration = %s AND step BETWEEN %s AND %s"
+        params = (declaration, min(steps), max(steps))
+        self._execute(cur, sql, params)
         known = dict(cur.fetchall())
         missing = [step for step in steps if step not in known]
         if missing:
             self._insert_coordinates(cur, declaration, missing)
-            self._execute(cur, "SELECT step, coordinate FROM coordinates WHERE declaration = %s", (declaration,))
+            self._execute(cur, sql, params)
             known = dict(cur.fetchall())
         return known
 
-    def _points_of(self, cur: Any, run_key: int, values: Sequence[ValueRow]) -> tuple[list[tuple], list[Block]]:
-        """Return a night's ``metric_points`` rows and its blocks, numbering coordinates first seen."""
-        ordinals = [v.ordinal for v in values]
-        if any(a >= b for a, b in zip(ordinals, ordinals[1:])):
-            values = sorted(values, key=lambda v: v.ordinal)
+    def _points_of(self, cur: Any, run_key: int, values: Sequence[ValueRow],
+                   declarations: dict[tuple[str, str, str], int]) -> tuple[list[tuple], list[tuple[int, int, int]]]:
+        """Return one chunk's ``metric_points`` rows and placements, numbering coordinates first seen.
+
+        :param values: the chunk's values, in ordinal order.
+        :param declarations: the declaration ids known so far, by keys (added to).
+        :return: the rows ``(run_key, coordinate, value, at_step)`` sorted by coordinate, and
+            ``(ordinal, coordinate, declaration)`` of each value in ordinal order (for :func:`blocks_of`).
+        """
         # a night's values come declaration by declaration: one group per run of equal keys
         groups: list[tuple[tuple[str, str, str], list[ValueRow]]] = []
         last: tuple[str, str, str] | None = None
@@ -377,7 +389,9 @@ class MetricStore:
         steps_of: dict[tuple[str, str, str], list[int]] = {}
         for key, group in groups:
             steps_of.setdefault(key, []).extend(v.step for v in group)
-        declarations = self._declaration_ids(cur, list(steps_of), add=True)
+        new = [key for key in steps_of if key not in declarations]
+        if new:
+            declarations.update(self._declaration_ids(cur, new, add=True))
         coordinates = {key: self._coordinate_ids(cur, declarations[key], steps) for key, steps in steps_of.items()}
         rows: list[tuple] = []
         placed: list[tuple[int, int, int]] = []
@@ -392,7 +406,36 @@ class MetricStore:
                 rows.append((run_key, coordinate, float(v.value), stored))
                 placed.append((v.ordinal, coordinate, declaration))
         rows.sort(key=lambda r: r[1])
-        return rows, blocks_of(placed)
+        return rows, placed
+
+    def _write_points(self, cur: Any, run_key: int, values: Iterable[ValueRow], chunk: int) -> int:
+        """Write a night's values chunk by chunk, then its blocks; return how many values.
+
+        :param values: the values in ordinal order (read once).
+        :param chunk: values per chunk: the rows built and sent at a time.
+        """
+        declarations: dict[tuple[str, str, str], int] = {}
+        blocks: list[Block] = []
+        written = 0
+        for part in batched(values, chunk):
+            rows, placed = self._points_of(cur, run_key, part, declarations)
+            del part
+            self._bulk_insert_values(cur, rows)
+            written += len(rows)
+            del rows
+            found = blocks_of(placed)
+            if blocks and found:  # a block that the chunk boundary cut in two is one block
+                c, o, n, d = blocks[-1]
+                fc, fo, fn, fd = found[0]
+                if d == fd and fo == o + n and fc == c + n:
+                    blocks[-1] = (c, o, n + fn, d)
+                    found = found[1:]
+            blocks.extend(found)
+        for part_blocks in batched(blocks, chunk):
+            cur.executemany(
+                self._sql("INSERT INTO run_blocks (run_key, coordinate, ordinal, length, declaration) "
+                          "VALUES (%s, %s, %s, %s, %s)"), [(run_key, *b) for b in part_blocks])
+        return written
 
     def write_run(self, run: RunRow, values: Sequence[ValueRow]) -> int:
         """Write a run and all its values atomically (see :meth:`write_night`); return how many values.
@@ -403,7 +446,8 @@ class MetricStore:
         """
         return self.write_night(run, values).rows
 
-    def write_night(self, run: RunRow, values: Sequence[ValueRow]) -> Written:
+    def write_night(self, run: RunRow, values: Sequence[ValueRow] | Callable[[], Iterable[ValueRow]], *,
+                    chunk: int | None = None) -> Written:
         """Write a run and all its values atomically, replacing whatever that run id held.
 
         Each write of a run id gets the next write version (``runs.write_version``: 1, then 2, ...),
@@ -414,8 +458,14 @@ class MetricStore:
         identity (series, backend, suite): writing another identity under it is refused, and the
         stored run is left as it was.
 
+        The values are built and sent in chunks of ``chunk`` values (see
+        :mod:`~airflow_metric_gate.chunking`), all in the one transaction that writes the run.
+
         :param run: the run row (its status is written as given, normally ``pending``).
-        :param values: the run's coordinates and values.
+        :param values: the run's coordinates and values; or a function returning them anew on each
+            call, in ordinal order (read twice: once to refuse non-finite values, once to write), so
+            a night's values need never be held at once.
+        :param chunk: values per chunk (default :func:`~airflow_metric_gate.chunking.chunk_points`).
         :return: how many ``metric_values`` rows were written, and the write version.
         :raises StoreInputError: on a non-finite value, unknown role or status, or a run id that
             belongs to another series identity.
@@ -423,7 +473,19 @@ class MetricStore:
         problem = Role.problem(run.role, "role") or RunStatus.problem(run.status, "status")
         if problem:
             raise StoreInputError(problem)
-        for v in values:
+        chunk = chunk_points(chunk)
+        if callable(values):
+            produce = values
+        else:
+            ordinals = [v.ordinal for v in values]
+            if any(a >= b for a, b in zip(ordinals, ordinals[1:])):
+                values = sorted(values, key=lambda v: v.ordinal)
+            del ordinals
+            given = values
+
+            def produce() -> Iterable[ValueRow]:
+                return given
+        for v in produce():
             value = float(v.value)
             if not math.isfinite(value):
                 raise StoreInputError(
@@ -475,13 +537,8 @@ class MetricStore:
             version, run_key = (int(x) for x in cur.fetchone())
             self._execute(cur, "DELETE FROM metric_points WHERE run_key = %s", (run_key,))
             self._execute(cur, "DELETE FROM run_blocks WHERE run_key = %s", (run_key,))
-            if values:
-                rows, blocks = self._points_of(cur, run_key, values)
-                self._bulk_insert_values(cur, rows)
-                cur.executemany(
-                    self._sql("INSERT INTO run_blocks (run_key, coordinate, ordinal, length, declaration) "
-                              "VALUES (%s, %s, %s, %s, %s)"), [(run_key, *b) for b in blocks])
-        return Written(len(values), version)
+            rows = self._write_points(cur, run_key, produce(), chunk)
+        return Written(rows, version)
 
     def set_status(self, run_id: str, status: str, reason: str | None = None, *, enforce: bool | None = None,
                    outcomes: Mapping[str, Any] | None = None, write_version: int | None = None) -> None:
@@ -959,6 +1016,62 @@ class MetricStore:
                     history = _group_by_ordinal((at(coordinate), value) for coordinate, value in cur.fetchall())
         return current, history
 
+    def iter_values_and_baselines(
+        self, run_id: str, history_limit: int, *, chunk: int | None = None
+    ) -> Iterator[tuple[ValueRow, list[float]]]:
+        """Yield a run's values with their baselines, in ordinal order, read chunk by chunk.
+
+        The same values and baselines as :meth:`run_values_and_baselines`, in one transaction, but
+        at most ``chunk`` coordinates are read and held at a time: one statement per chunk reads
+        their values, another their baselines (each baseline run's rows of those coordinates only,
+        through the (run, coordinate) key).
+
+        :param run_id: the store run id.
+        :param history_limit: how many baseline runs to read.
+        :param chunk: coordinates per chunk (default :func:`~airflow_metric_gate.chunking.chunk_points`).
+        """
+        chunk = chunk_points(chunk)
+        with self._transaction(indexed=True) as cur:
+            run_key = self._run_key(cur, run_id)
+            ordinals = self._ordinals(cur, run_key)
+            if run_key is None or not ordinals.blocks:
+                return
+            keys = self._declaration_keys(cur, ordinals.declarations())
+            base: list[int] = []
+            if history_limit > 0:
+                self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
+                base = [int(row[1]) for row in cur.fetchall()]
+            arrays = self.dialect == "postgres"
+            # every range binds two parameters in each baseline branch: stay well below SQLite's 32766
+            most = max(1, min(_RANGES_PER_CHUNK, 16000 // (len(base) + 1)))
+            for ranges in _chunk_ranges(ordinals, chunk, most):
+                bounds = [(lo, hi) for lo, hi, _ in ranges]
+                steps: dict[int, int] = {}
+                for lo, hi, declaration in ranges:
+                    self._execute(cur, "SELECT coordinate, step FROM coordinates WHERE declaration = %s "
+                                  "AND coordinate BETWEEN %s AND %s", (declaration, lo, hi))
+                    steps.update(cur.fetchall())
+                self._execute(cur, "SELECT coordinate, value, at_step FROM metric_points WHERE run_key = %s"
+                              + in_ranges("coordinate", len(bounds)), [run_key, *[b for r in bounds for b in r]])
+                rows = sorted(((ordinals.ordinal(c), c, value, at_step) for c, value, at_step in cur.fetchall()),
+                              key=_first)
+                history: dict[int, list[float]] = {}
+                if base:
+                    self._plan_bulk_join(cur)
+                    self._execute(cur, baseline_sql(len(base), arrays=arrays, ranges=len(bounds)),
+                                  baseline_params(base, run_key, bounds))
+                    if arrays:
+                        history = {coordinate: values for coordinate, values in cur.fetchall()}
+                    else:
+                        history = _group_by_ordinal(cur.fetchall())  # grouped by coordinate here
+                    self._plan_bulk_join(cur, on=False)
+                no_values: list[float] = []
+                for ordinal, coordinate, value, at_step in rows:
+                    metric_key, steps_key, constraint_key = keys[ordinals.declaration(coordinate)]
+                    step = steps[coordinate]
+                    yield (ValueRow(ordinal, metric_key, steps_key, constraint_key, step, value,
+                                    read_at_step(step, at_step)), history.get(coordinate, no_values))
+
     def _run_key(self, cur: Any, run_id: str) -> int | None:
         """Return the ``run_key`` of a run, or ``None`` if the store has no such run."""
         self._execute(cur, "SELECT run_key FROM runs WHERE run_id = %s", (run_id,))
@@ -1065,6 +1178,59 @@ class MetricStore:
             self._execute(cur, run_values_sql(len(others)), (*[key for _, key in others], run_key))
             at = ordinals.ordinal
             return [(at(coordinate), names[others[k][0]], value) for coordinate, k, value in cur.fetchall()]
+
+    def declaration_night(
+        self, run_id: str, key: tuple[str, str, str], run_ids: Sequence[str]
+    ) -> tuple[list[ValueRow], list[tuple[int, str, float]]]:
+        """Return one declaration's values in a run, and its values in some other runs, in one transaction.
+
+        What :meth:`run_values` and :meth:`values_in_runs` return, for one declaration's coordinates
+        only (read through their index ranges): a night judged declaration by declaration holds one
+        declaration's values and history at a time.
+
+        :param run_id: the store run id.
+        :param key: the declaration's ``(metric_key, steps_key, constraint_key)``.
+        :param run_ids: the other runs.
+        :return: the values in ordinal order, and ``(ordinal, other run id, value)`` rows.
+        """
+        with self._transaction(indexed=True) as cur:
+            run_key = self._run_key(cur, run_id)
+            found = self._declaration_ids(cur, [key], add=False)
+            if run_key is None or key not in found:
+                return [], []
+            declaration = found[key]
+            ordinals = self._ordinals(cur, run_key, declaration)
+            if not ordinals.blocks:
+                return [], []
+            names = list(run_ids)
+            others: list[tuple[int, int]] = []
+            for start in range(0, len(names), _KEY_BATCH):
+                chunk = names[start:start + _KEY_BATCH]
+                marks = ", ".join(["%s"] * len(chunk))
+                self._execute(cur, f"SELECT run_id, run_key FROM runs WHERE run_id IN ({marks})", chunk)
+                keys = {rid: int(k) for rid, k in cur.fetchall()}
+                others += [(start + i, keys[name]) for i, name in enumerate(chunk) if name in keys]
+            most = max(1, min(_RANGES_PER_CHUNK, 16000 // (len(others) + 1)))
+            current: list[ValueRow] = []
+            rows: list[tuple[int, str, float]] = []
+            for ranges in _chunk_ranges(ordinals, len(ordinals), most):
+                bounds = [(lo, hi) for lo, hi, _ in ranges]
+                flat = [b for r in bounds for b in r]
+                self._execute(cur, "SELECT p.coordinate, c.step, p.value, p.at_step FROM metric_points p "
+                              "JOIN coordinates c ON c.coordinate = p.coordinate "
+                              "WHERE p.run_key = %s AND c.declaration = %s" + in_ranges("p.coordinate", len(bounds)),
+                              [run_key, declaration, *flat])
+                current += [ValueRow(ordinals.ordinal(coordinate), *key, step, value, read_at_step(step, at))
+                            for coordinate, step, value, at in cur.fetchall()]
+                if others:
+                    self._plan_bulk_join(cur)
+                    self._execute(cur, run_values_sql(len(others), ranges=len(bounds)),
+                                  baseline_params([k for _, k in others], run_key, bounds))
+                    rows += [(ordinals.ordinal(coordinate), names[others[k][0]], value)
+                             for coordinate, k, value in cur.fetchall()]
+                    self._plan_bulk_join(cur, on=False)
+        current.sort(key=lambda v: v.ordinal)
+        return current, rows
 
     def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
         """Return the history window of a run, in one statement (see :data:`HISTORY_WINDOW_SQL`).
@@ -1476,6 +1642,38 @@ class MetricStore:
 
 #: Keys bound per statement when looking declarations or runs up.
 _KEY_BATCH = 200
+#: At most this many coordinate ranges in one chunk's statements (see :func:`_chunk_ranges`).
+_RANGES_PER_CHUNK = 64
+
+
+def _first(item: tuple) -> Any:
+    return item[0]
+
+
+def _chunk_ranges(ordinals: Ordinals, chunk: int, most: int) -> Iterator[list[tuple[int, int, int]]]:
+    """Split a run's coordinates into chunks in ordinal order: ``(lowest, highest, declaration)`` ranges.
+
+    A chunk holds at most ``chunk`` coordinates and ``most`` ranges; a block longer than a chunk
+    is cut into several.
+
+    :param ordinals: the run's blocks.
+    :param chunk: coordinates per chunk.
+    :param most: ranges per chunk.
+    """
+    ranges: list[tuple[int, int, int]] = []
+    size = 0
+    for coordinate, _, length, declaration in sorted(ordinals.blocks, key=lambda b: b[1]):
+        start = 0
+        while start < length:
+            take = min(length - start, chunk - size)
+            ranges.append((coordinate + start, coordinate + start + take - 1, declaration))
+            size += take
+            start += take
+            if size >= chunk or len(ranges) >= most:
+                yield ranges
+                ranges, size = [], 0
+    if ranges:
+        yield ranges
 
 #: Runs removed per statement by :meth:`MetricStore.prune`.
 _PRUNE_BATCH = 500

@@ -5,11 +5,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["BASELINE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS", "baseline_sql", "equal_to",
-           "run_values_sql"]
+__all__ = ["BASELINE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS", "baseline_params",
+           "baseline_sql", "equal_to", "in_ranges", "run_values_sql"]
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
 #: before its logical date (``fence``), shared by the statements that read its earlier runs.
@@ -78,26 +78,29 @@ _BASELINE_SQL = """
 SELECT c.coordinate, {select}
 FROM metric_points c
 JOIN ({runs}) h ON h.coordinate = c.coordinate
-WHERE c.run_key = %s
+WHERE c.run_key = %s{where}
 {group}"""
 _BASELINE_RUN_BRANCH = "SELECT coordinate, value FROM metric_points WHERE run_key = %s"
 
 
-def run_values_sql(runs: int) -> str:
+def run_values_sql(runs: int, *, ranges: int = 0) -> str:
     """Return the statement reading, for each coordinate of a run, its value in each of ``runs`` other runs.
 
     Parameters: the other runs' ``run_key``, then the run's.  Rows: ``(coordinate, position of the
     other run among those given, value)``.
 
     :param runs: how many other run ids are bound.
+    :param ranges: read only the coordinates in this many ranges (parameters as :func:`baseline_params`
+        gives them); 0 reads every coordinate of the run.
     """
     branches = "\n    UNION ALL ".join(
-        f"SELECT {i} AS k, coordinate, value FROM metric_points WHERE run_key = %s"
+        f"SELECT {i} AS k, coordinate, value FROM metric_points WHERE run_key = %s" + in_ranges("coordinate", ranges)
         for i in range(runs))
-    return _BASELINE_SQL.format(select="h.k, h.value", runs=branches, group="")
+    return _BASELINE_SQL.format(select="h.k, h.value", runs=branches, where=in_ranges("c.coordinate", ranges),
+                                group="")
 
 
-def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:
+def baseline_sql(baseline_runs: int, *, arrays: bool = False, ranges: int = 0) -> str:
     """Return the statement reading the baselines of a run from ``baseline_runs`` baseline runs.
 
     Parameters: the baseline runs' ``run_key``, then the run's.  It returns the baseline values themselves
@@ -108,11 +111,33 @@ def baseline_sql(baseline_runs: int, *, arrays: bool = False) -> str:
     :param baseline_runs: how many baseline run ids are bound.
     :param arrays: one row per coordinate with an array of its values (PostgreSQL ``array_agg``; less
         to transfer and nothing to group in Python), instead of one row per value.
+    :param ranges: read only the coordinates in this many ranges (both ends bound as parameters,
+        see :func:`baseline_params`); 0 reads every coordinate of the run.
     """
-    runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH] * baseline_runs)
+    runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH + in_ranges("coordinate", ranges)] * baseline_runs)
+    where = in_ranges("c.coordinate", ranges)
     if arrays:
-        return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, group="GROUP BY c.coordinate\n")
-    return _BASELINE_SQL.format(select="h.value", runs=runs, group="")
+        return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, where=where,
+                                    group="GROUP BY c.coordinate\n")
+    return _BASELINE_SQL.format(select="h.value", runs=runs, where=where, group="")
+
+
+def in_ranges(column: str, ranges: int) -> str:
+    """`` AND (column BETWEEN %s AND %s OR ...)`` for ``ranges`` ranges (nothing for none)."""
+    if not ranges:
+        return ""
+    return " AND (" + " OR ".join([f"{column} BETWEEN %s AND %s"] * ranges) + ")"
+
+
+def baseline_params(baseline_keys: Sequence[int], run_key: int, ranges: Sequence[tuple[int, int]] = ()) -> list[int]:
+    """Return the parameters of :func:`baseline_sql` with ``len(ranges)`` ranges.
+
+    :param baseline_keys: the baseline runs' ``run_key``.
+    :param run_key: the run's ``run_key``.
+    :param ranges: the coordinate ranges ``(lowest, highest)`` read, both ends inclusive.
+    """
+    bounds = [b for r in ranges for b in r]
+    return [p for key in baseline_keys for p in (key, *bounds)] + [run_key, *bounds]
 
 
 

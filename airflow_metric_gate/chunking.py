@@ -1,0 +1,55 @@
+"""Bounded chunks: how many points persist and evaluate hold at a time.
+
+A night is written and judged chunk by chunk, so the memory a run needs follows the chunk size,
+not the night's size (the record read and the results a verdict keeps aside).  The chunk size
+changes no result: a night judged in one chunk and in many gives the same verdict.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import TypeVar
+
+__all__ = ["CHUNK_POINTS_ENV", "DEFAULT_CHUNK_POINTS", "batched", "chunk_points"]
+
+#: Points per chunk when nothing else is set.
+DEFAULT_CHUNK_POINTS = 100_000
+#: The environment variable that sets the points per chunk (an integer >= 1).
+CHUNK_POINTS_ENV = "METRIC_GATE_CHUNK_POINTS"
+
+T = TypeVar("T")
+
+
+def chunk_points(given: int | None = None) -> int:
+    """Return the points per chunk: ``given``, else ``METRIC_GATE_CHUNK_POINTS``, else the default.
+
+    :param given: an explicit chunk size (an integer >= 1), if any.
+    :raises ValueError: the chunk size is not an integer >= 1.
+    """
+    if given is None:
+        text = os.environ.get(CHUNK_POINTS_ENV, "").strip()
+        if not text:
+            return DEFAULT_CHUNK_POINTS
+        try:
+            given = int(text)
+        except ValueError:
+            raise ValueError(f"{CHUNK_POINTS_ENV} must be an integer >= 1, got {text!r}") from None
+    if type(given) is not int or given < 1:
+        raise ValueError(f"the chunk size must be an integer >= 1, got {given!r}")
+    return given
+
+
+def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
+    """Yield lists of at most ``size`` consecutive items.
+
+    :param items: any iterable, read once.
+    :param size: the largest list (>= 1).
+    """
+    it = iter(items)
+    while True:
+        chunk = list(islice(it, size))
+        if not chunk:
+            return
+        yield chunk
