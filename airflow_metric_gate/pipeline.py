@@ -642,18 +642,19 @@ def _judge_calibrated(store: MetricStore, run: RunRow, gates: dict, run_errors: 
         del current, found
         for c in [*choice.history, *choice.recent]:  # judged: its values are not needed again
             c.values = {}
-        part = one if part is None else CalibratedJudgement(merge_judgements(part.judgement, one.judgement),
-                                                            {**part.decisions, **one.decisions})
-    assert part is not None
-    failed = list(dict.fromkeys(e[0] for e in run_errors if e[0] in gates))  # decisions: errors first
-    part.decisions = {key: part.decisions[key] for key in [*failed, *(k for k in gates if k not in failed)]}
-    for key, decision in part.decisions.items():
-        if decision.outcome == "inactive" and not choices[key].history:
+        decision = one.decisions[key]
+        if decision.outcome == "inactive" and not choice.history:
             reason = starved_reason(candidates, key)
             if reason:
                 decision.report["starved"] = reason
                 for r in decision.results:
                     r.reason = reason
+        decision.results = []  # one per step: the verdict keeps its own (FAIL, ERROR, or every one)
+        part = one if part is None else CalibratedJudgement(merge_judgements(part.judgement, one.judgement),
+                                                            {**part.decisions, **one.decisions})
+    assert part is not None
+    failed = list(dict.fromkeys(e[0] for e in run_errors if e[0] in gates))  # decisions: errors first
+    part.decisions = {key: part.decisions[key] for key in [*failed, *(k for k in gates if k not in failed)]}
     return part
 
 

@@ -1042,8 +1042,7 @@ class MetricStore:
                 self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
                 base = [int(row[1]) for row in cur.fetchall()]
             arrays = self.dialect == "postgres"
-            # every range binds two parameters in each baseline branch: stay well below SQLite's 32766
-            most = max(1, min(_RANGES_PER_CHUNK, 16000 // (len(base) + 1)))
+            most = self._ranges_per_chunk(len(base))
             for ranges in _chunk_ranges(ordinals, chunk, most):
                 bounds = [(lo, hi) for lo, hi, _ in ranges]
                 steps: dict[int, int] = {}
@@ -1071,6 +1070,17 @@ class MetricStore:
                     step = steps[coordinate]
                     yield (ValueRow(ordinal, metric_key, steps_key, constraint_key, step, value,
                                     read_at_step(step, at_step)), history.get(coordinate, no_values))
+
+    #: Parameters one statement may bind, with room to spare (dialects lower it).
+    max_parameters = 16000
+
+    def _ranges_per_chunk(self, other_runs: int) -> int:
+        """How many coordinate ranges a chunk's statements bind, with ``other_runs`` branches besides the run's.
+
+        Every range binds two parameters in each branch: a chunk's statement stays below
+        :attr:`max_parameters`.
+        """
+        return max(1, min(_RANGES_PER_CHUNK, (self.max_parameters // (other_runs + 1) - 1) // 2))
 
     def _run_key(self, cur: Any, run_id: str) -> int | None:
         """Return the ``run_key`` of a run, or ``None`` if the store has no such run."""
@@ -1210,7 +1220,7 @@ class MetricStore:
                 self._execute(cur, f"SELECT run_id, run_key FROM runs WHERE run_id IN ({marks})", chunk)
                 keys = {rid: int(k) for rid, k in cur.fetchall()}
                 others += [(start + i, keys[name]) for i, name in enumerate(chunk) if name in keys]
-            most = max(1, min(_RANGES_PER_CHUNK, 16000 // (len(others) + 1)))
+            most = self._ranges_per_chunk(len(others))
             current: list[ValueRow] = []
             rows: list[tuple[int, str, float]] = []
             for ranges in _chunk_ranges(ordinals, len(ordinals), most):

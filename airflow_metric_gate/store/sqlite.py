@@ -29,6 +29,8 @@ class SQLiteStore(MetricStore):
     """
 
     dialect = "sqlite"
+    #: SQLite binds at most 32766 parameters from version 3.32, 999 before.
+    max_parameters = 16000 if sqlite3.sqlite_version_info >= (3, 32, 0) else 900
     outage_errors = (sqlite3.OperationalError,)
     driver_errors = (sqlite3.Error,)
 
