@@ -123,7 +123,11 @@ def baseline_sql(baseline_runs: int, *, arrays: bool = False, ranges: int = 0) -
 
 
 def in_ranges(column: str, ranges: int) -> str:
-    """`` AND (column BETWEEN %s AND %s OR ...)`` for ``ranges`` ranges (nothing for none)."""
+    """`` AND (column BETWEEN %s AND %s OR ...)`` for ``ranges`` ranges (nothing for none).
+
+    :param column: the column the ranges bound.
+    :param ranges: how many ranges (two parameters each).
+    """
     if not ranges:
         return ""
     return " AND (" + " OR ".join([f"{column} BETWEEN %s AND %s"] * ranges) + ")"
