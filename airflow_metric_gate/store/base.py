@@ -309,9 +309,15 @@ class MetricStore:
     def _prepare_write(self, run: RunRow) -> None:
         """Before a run's write transaction: make what it will write into (PostgreSQL: its month's partition)."""
 
-    def _drop_whole_months(self, cur: Any, run_keys: list[int], *,
-                           dry_run: bool) -> tuple[set[int], list[str], int]:
-        """In prune's transaction: drop the partitions that hold only removed runs.
+    def _whole_months(self, cur: Any, run_keys: list[int]) -> set[int]:
+        """In prune's transaction, before it removes anything: the run keys of the months it empties.
+
+        Those months' values go with their partition (:meth:`_drop_months`) instead of row by row.
+        """
+        return set()
+
+    def _drop_months(self, cur: Any, run_keys: set[int], *, dry_run: bool) -> tuple[set[int], list[str], int]:
+        """In prune's transaction, last: drop the partitions of the months :meth:`_whole_months` named.
 
         :return: the run keys whose values went with a partition, the partitions' names, and how
             many values they held.
@@ -897,24 +903,31 @@ class MetricStore:
                 marks = ", ".join(["%s"] * len(batch))
                 self._execute(cur, f"SELECT run_key FROM runs WHERE run_id IN ({marks})", batch)
                 batches.append((batch, [int(row[0]) for row in cur.fetchall()]))
-            # values of whole months go with their partition (counted before it is dropped)
-            gone, partitions, values = self._drop_whole_months(cur, [k for _, keys in batches for k in keys],
-                                                               dry_run=dry_run)
+            # the values of the months it empties go with their partition, once the rest is deleted
+            whole = self._whole_months(cur, [k for _, keys in batches for k in keys])
             for batch, run_keys in batches:
-                marks = ", ".join(["%s"] * len(batch))
-                rows_of = [k for k in run_keys if k not in gone]
-                if rows_of:
-                    keyed = ", ".join(["%s"] * len(rows_of))
-                    self._execute(cur, f"SELECT COUNT(*) FROM metric_points WHERE run_key IN ({keyed})", rows_of)
-                    values += int(cur.fetchone()[0])
-                    if not dry_run:
-                        self._execute(cur, f"DELETE FROM metric_points WHERE run_key IN ({keyed})", rows_of)
+                values += self._remove_values(cur, [k for k in run_keys if k not in whole], dry_run=dry_run)
                 if not dry_run:
+                    marks = ", ".join(["%s"] * len(batch))
                     keyed = ", ".join(["%s"] * len(run_keys))
                     self._execute(cur, f"DELETE FROM run_blocks WHERE run_key IN ({keyed})", run_keys)
                     self._execute(cur, f"DELETE FROM runs WHERE run_id IN ({marks})", batch)
+            gone, partitions, dropped = self._drop_months(cur, whole, dry_run=dry_run)
+            values += dropped + self._remove_values(cur, sorted(whole - gone), dry_run=dry_run)
         return {"nights": len(removed), "values": values, "kept_for_baselines": kept, "series": len(identities),
                 "run_ids": removed, "partitions_dropped": partitions}
+
+    def _remove_values(self, cur: Any, run_keys: list[int], *, dry_run: bool) -> int:
+        """Delete (unless ``dry_run``) the ``metric_points`` rows of these runs; return how many there are."""
+        values = 0
+        for start in range(0, len(run_keys), _PRUNE_BATCH):
+            chunk = run_keys[start:start + _PRUNE_BATCH]
+            keyed = ", ".join(["%s"] * len(chunk))
+            self._execute(cur, f"SELECT COUNT(*) FROM metric_points WHERE run_key IN ({keyed})", chunk)
+            values += int(cur.fetchone()[0])
+            if not dry_run:
+                self._execute(cur, f"DELETE FROM metric_points WHERE run_key IN ({keyed})", chunk)
+        return values
 
     # -- reads ---------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ run is being written again) are deleted, so a retry replaces its own rows.
 from __future__ import annotations
 
 import io
+import logging
 import os
 import socket
 import threading
@@ -19,11 +20,15 @@ import psycopg2
 
 from airflow_metric_gate.store.base import MetricStore
 from airflow_metric_gate.store.rows import POINT_COLUMNS, RunRow
-from airflow_metric_gate.store.schema import RUN_KEY_MONTH_SHIFT, month_partition, run_key_month
+from airflow_metric_gate.store.schema import DEFAULT_PARTITION, RUN_KEY_MONTH_SHIFT, month_partition, run_key_month
 from airflow_metric_gate.store.urls import Timeouts, parse_postgres_url, scrub
 
 _COPY_SQL = f"COPY metric_points ({', '.join(POINT_COLUMNS)}) FROM STDIN"
 _ADVISORY_LOCK_KEY = 0x6D67617465  # "mgate"
+log = logging.getLogger(__name__)
+
+#: Milliseconds the making of a month's partition may wait for its locks (at most the store's lock timeout).
+PARTITION_LOCK_MS = 2000
 
 
 _NULL = "\\N"
@@ -336,13 +341,14 @@ class PostgresStore(MetricStore):
         with self._transaction() as cur:
             if self._is_partition(cur, name):
                 return
-        # A month's first night makes the month's partition: a table of its own, then attached, which
-        # locks the parent only against other attaches, never against readers and writers.  It is sent
-        # as one request that the server commits as it ends, so a client that goes silent meanwhile
-        # holds no lock; two clients doing it at once leave one partition, and the loser looks again.
-        t = self.timeouts
+        # A month's first night makes the month's partition: a table of its own, then attached.  It is
+        # sent as one request that the server commits as it ends, so a client that goes silent meanwhile
+        # holds no lock, and with a short lock timeout, so that readers queue behind it only briefly.
+        # When it cannot be made (a role that does not own the tables, a lock not granted in time), the
+        # night's values go to the default partition: the write never fails for want of a partition.
+        lock_ms = min(self.timeouts.lock_ms or PARTITION_LOCK_MS, PARTITION_LOCK_MS)
         statement = (
-            f"SET lock_timeout = '{t.lock_ms}ms'; SET statement_timeout = '{t.statement_ms}ms'; "
+            f"SET lock_timeout = '{lock_ms}ms'; SET statement_timeout = '{self.timeouts.statement_ms}ms'; "
             f'CREATE TABLE IF NOT EXISTS "{name}" (run_key INTEGER NOT NULL, coordinate INTEGER NOT NULL, '
             f"value DOUBLE PRECISION NOT NULL, at_step BIGINT, "
             f'CONSTRAINT "{name}_months_keys" CHECK (run_key >= {low} AND run_key < {high}), '
@@ -354,15 +360,14 @@ class PostgresStore(MetricStore):
         conn = self._connection()
         conn.autocommit = True
         cur = self._cursor(conn)
+        failure: BaseException | None = None
         try:
             cur.execute(statement)
         except BaseException as exc:
-            if isinstance(exc, self.driver_errors) and not isinstance(exc, self.outage_errors):
-                with self._transaction() as check:
-                    if self._is_partition(check, name):  # another client made it first
-                        return
-            self._raise_store_error(exc)
-            raise
+            if not isinstance(exc, self.driver_errors) or isinstance(exc, self.outage_errors):
+                self._raise_store_error(exc)
+                raise
+            failure = exc
         finally:
             try:
                 cur.close()
@@ -370,33 +375,54 @@ class PostgresStore(MetricStore):
                     conn.autocommit = False
             except Exception:  # noqa: S110 - the connection is gone; the next transaction reconnects
                 pass
+        if failure is not None:
+            with self._transaction() as check:
+                if self._is_partition(check, name):  # another client made it first
+                    return
+            log.warning("metric store (%s): no partition %s for the night of %s (its values go to %s): %s",
+                        self.description, name, run.logical_date.date(), DEFAULT_PARTITION,
+                        self._error_text(failure))
 
     @staticmethod
     def _is_partition(cur: Any, name: str) -> bool:
         """Whether ``name`` is a partition of ``metric_points`` (read under the statement's snapshot)."""
         cur.execute(
             "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid "
-            "WHERE i.inhparent = 'metric_points'::regclass AND c.relname = %s "
-            "AND c.relnamespace = current_schema()::regnamespace)", (name,))
+            "WHERE i.inhparent = 'metric_points'::regclass AND c.relname = %s)", (name,))
         return bool(cur.fetchone()[0])
 
-    def _drop_whole_months(self, cur: Any, run_keys: list[int], *,
-                           dry_run: bool) -> tuple[set[int], list[str], int]:
+    def _whole_months(self, cur: Any, run_keys: list[int]) -> set[int]:
         by_month: dict[int, set[int]] = {}
         for key in run_keys:
             by_month.setdefault(key >> RUN_KEY_MONTH_SHIFT, set()).add(key)
+        whole: set[int] = set()
+        for month, keys in sorted(by_month.items()):
+            name, low, high = month_partition(month)
+            if not self._is_partition(cur, name):
+                continue
+            cur.execute("SELECT COUNT(*) FROM runs WHERE run_key >= %s AND run_key < %s", (low, high))
+            if int(cur.fetchone()[0]) == len(keys):
+                whole |= keys
+        return whole
+
+    def _drop_months(self, cur: Any, run_keys: set[int], *, dry_run: bool) -> tuple[set[int], list[str], int]:
+        if not run_keys:
+            return set(), [], 0
+        if not dry_run:
+            # The whole table, before any partition (the order every reader and writer takes them), and
+            # only now, once the other nights' rows are deleted: no writer adds to a month while it is
+            # weighed again and dropped, and the lock is held for the drops alone.
+            cur.execute("LOCK TABLE metric_points IN ACCESS EXCLUSIVE MODE")
         gone: set[int] = set()
         dropped: list[str] = []
         values = 0
-        for month, keys in sorted(by_month.items()):
+        for month in sorted({key >> RUN_KEY_MONTH_SHIFT for key in run_keys}):
             name, low, high = month_partition(month)
-            if not self._relation_exists(cur, name):
-                continue
-            if not dry_run:  # no writer adds to the month while it is weighed and dropped
-                cur.execute(f'LOCK TABLE "{name}" IN ACCESS EXCLUSIVE MODE')
-            cur.execute("SELECT COUNT(*) FROM runs WHERE run_key >= %s AND run_key < %s", (low, high))
-            if int(cur.fetchone()[0]) != len(keys):
-                continue  # the month keeps some nights: its removed nights' rows are deleted instead
+            keys = {key for key in run_keys if key >> RUN_KEY_MONTH_SHIFT == month}
+            if not dry_run:  # this transaction deleted the month's runs: any left came meanwhile
+                cur.execute("SELECT COUNT(*) FROM runs WHERE run_key >= %s AND run_key < %s", (low, high))
+                if int(cur.fetchone()[0]):
+                    continue
             cur.execute(f'SELECT COUNT(*) FROM "{name}"')
             values += int(cur.fetchone()[0])
             if not dry_run:
@@ -422,8 +448,8 @@ class PostgresStore(MetricStore):
         # names keeps this transaction's earlier "no such table" even after another client's upgrade, which
         # this one waited for, committed the table.
         cur.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class WHERE relname = %s "
-            "AND relnamespace = current_schema()::regnamespace)", (name,))
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE c.relname = %s AND n.nspname = ANY (current_schemas(false)))", (name,))
         return bool(cur.fetchone()[0])
 
     def _bulk_insert_values(self, cur: Any, rows: list[tuple]) -> None:

@@ -210,8 +210,12 @@ _V6 = {
 # negative keys, so no two rows ever share a key on the way), and the view is made again over the
 # new table.  SQLite keeps one table.
 RUN_KEY_MONTH_SHIFT = 20
-#: The last month a run key can name (2170-08); later nights share it.
-RUN_KEY_LAST_MONTH = (1 << (31 - RUN_KEY_MONTH_SHIFT)) - 1
+#: The last month a run key can name (2170-07; its partition's upper bound still fits an INTEGER);
+#: later nights share it.
+RUN_KEY_LAST_MONTH = (1 << (31 - RUN_KEY_MONTH_SHIFT)) - 2
+#: The partition that takes the values of a month without a partition of its own (see
+#: ``PostgresStore._prepare_write``).
+DEFAULT_PARTITION = "metric_points_other"
 #: The month number of a logical date in SQL (UTC), as :func:`run_key_month` computes it.
 _MONTH_SQL = (
     "LEAST(GREATEST((EXTRACT(YEAR FROM r.logical_date AT TIME ZONE 'UTC')::integer - 2000) * 12 "
@@ -246,6 +250,7 @@ _V7 = {
         f"{RUN_KEY_MONTH_SHIFT})) THEN RAISE EXCEPTION 'too many runs to renumber by month'; END IF; END $$",
         "DO $$ DECLARE m integer; BEGIN FOR m IN SELECT DISTINCT k.m FROM metric_gate_rekey k LOOP "
         f"{_CREATE_MONTH_SQL} END LOOP; END $$",
+        f"CREATE TABLE {DEFAULT_PARTITION} PARTITION OF metric_points DEFAULT WITH (fillfactor = 100)",
         "UPDATE runs r SET run_key = -k.new_key FROM metric_gate_rekey k WHERE r.run_key = k.old_key",
         "UPDATE runs SET run_key = -run_key WHERE run_key < 0",
         "UPDATE run_blocks b SET run_key = -k.new_key FROM metric_gate_rekey k WHERE b.run_key = k.old_key",

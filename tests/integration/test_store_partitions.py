@@ -63,7 +63,7 @@ def test_each_night_goes_to_its_months_partition_and_a_rewrite_keeps_its_key(pg_
         keys = _run_keys(store)
         assert {r: _month_of(k) for r, k in keys.items()} == {r: MONTHS[r.split("-")[0]] for r in NIGHTS}
         assert len(set(keys.values())) == len(NIGHTS)
-        assert _partitions(store) == [f"metric_points_{m}" for m in sorted(MONTHS.values())]
+        assert _partitions(store) == [*(f"metric_points_{m}" for m in sorted(MONTHS.values())), "metric_points_other"]
         with store._transaction() as cur:  # each value sits in its own month's partition
             cur.execute("SELECT tableoid::regclass::text, run_key FROM metric_points")
             assert {(table, _month_of(key)) for table, key in cur.fetchall()} == {
@@ -85,12 +85,12 @@ def test_prune_drops_the_months_it_empties_and_deletes_rows_of_the_others(capsys
     assert dry["partitions_dropped"] == ["metric_points_2000_01", "metric_points_2026_01"]
     assert (dry["nights"], dry["values"]) == (4, 16)
     with open_store(pg_url) as store:
-        assert len(_partitions(store)) == 4  # a dry run drops nothing
+        assert len(_partitions(store)) == 5  # a dry run drops nothing (four months and the default)
     assert main(argv) == EXIT_OK
     result = json.loads(capsys.readouterr().out)
     assert (result["nights"], result["values"], result["partitions_dropped"]) == (4, 16, dry["partitions_dropped"])
     with open_store(pg_url) as store:
-        assert _partitions(store) == ["metric_points_2026_02", "metric_points_2026_03"]
+        assert _partitions(store) == ["metric_points_2026_02", "metric_points_2026_03", "metric_points_other"]
         assert sorted(_run_keys(store)) == ["feb-2", "mar-1"]
         assert store.count("metric_values") == 8
         assert [v.value for v in store.run_values("feb-2")] == [1.0] * 4
@@ -127,7 +127,7 @@ def test_a_version_6_store_is_renumbered_by_month_with_every_value_kept(pg_url):
         keys = _run_keys(store)
         assert {r: _month_of(k) for r, k in keys.items()} == {r: MONTHS[r.split("-")[0]] for r in NIGHTS}
         assert {run_id: [(v.step, v.value) for v in store.run_values(run_id)] for run_id in NIGHTS} == before
-        assert _partitions(store) == [f"metric_points_{m}" for m in sorted(MONTHS.values())]
+        assert _partitions(store) == [*(f"metric_points_{m}" for m in sorted(MONTHS.values())), "metric_points_other"]
         # new nights after the upgrade get keys of their own month, never one already taken
         store.write_run(_run("jan-3", datetime(2026, 1, 20, tzinfo=timezone.utc)), _values(3))
         new = _run_keys(store)["jan-3"]
@@ -159,5 +159,58 @@ def test_writers_of_many_series_in_one_new_month_each_get_a_key_of_their_own(pg_
         keys = _run_keys(store)
         assert len(keys) == 30 and len(set(keys.values())) == 30
         assert {_month_of(k) for k in keys.values()} == {"2026_05"}
-        assert _partitions(store) == ["metric_points_2026_05"]
+        assert _partitions(store) == ["metric_points_2026_05", "metric_points_other"]
         assert store.count("metric_values") == 30 * 50
+
+
+def test_a_night_past_the_last_month_shares_it(pg_url):
+    with open_store(pg_url) as store:
+        store.write_run(_run("far", datetime(2999, 1, 1, tzinfo=timezone.utc)), _values(3))
+        assert _month_of(_run_keys(store)["far"]) == "2170_07"
+        assert "metric_points_2170_07" in _partitions(store)
+        assert len(store.run_values("far")) == 3
+
+
+def test_a_role_that_cannot_make_partitions_writes_to_the_default_one(pg_url):
+    """The owner upgrades; a writer with only the documented grants writes a new month's first night."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import psycopg2
+
+    with open_store(pg_url) as store:
+        store.write_run(_run("owner", NIGHTS["jan-1"]), _values(3))
+    role = "mg_partition_writer"
+    admin = psycopg2.connect(pg_url)
+    admin.autocommit = True
+    with admin.cursor() as cur:
+        cur.execute(f"DROP OWNED BY {role}" if _role_exists(cur, role) else "SELECT 1")
+        cur.execute(f"DROP ROLE IF EXISTS {role}")
+        cur.execute(f"CREATE ROLE {role} LOGIN")
+        cur.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {role}")
+        cur.execute(f"GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}")
+    parts = urlsplit(pg_url)
+    writer_url = urlunsplit((parts.scheme, f"{role}@{parts.hostname}:{parts.port or 5432}", parts.path, "", ""))
+    try:
+        with open_store(writer_url) as writer:
+            writer.write_run(_run("writer", NIGHTS["mar-1"]), _values(3))  # March has no partition yet
+            assert [v.value for v in writer.run_values("writer")] == [1.0] * 3
+        with open_store(pg_url) as store:
+            assert "metric_points_2026_03" not in _partitions(store)
+            with store._transaction() as cur:
+                cur.execute("SELECT DISTINCT tableoid::regclass::text FROM metric_points WHERE run_key = %s",
+                            (_run_keys(store)["writer"],))
+                assert cur.fetchall() == [("metric_points_other",)]
+        # and prune removes it row by row
+        assert main(["prune", "--store", pg_url, "--before", "2026-04-01", "--force"]) == EXIT_OK
+        with open_store(pg_url) as store:
+            assert store.count("metric_values") == 0
+    finally:
+        with admin.cursor() as cur:
+            cur.execute(f"DROP OWNED BY {role}")
+            cur.execute(f"DROP ROLE {role}")
+        admin.close()
+
+
+def _role_exists(cur, role):
+    cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
+    return cur.fetchone() is not None
