@@ -214,3 +214,42 @@ def test_a_role_that_cannot_make_partitions_writes_to_the_default_one(pg_url):
 def _role_exists(cur, role):
     cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,))
     return cur.fetchone() is not None
+
+
+def test_prune_waits_for_a_reader_of_several_months_instead_of_deadlocking(pg_url):
+    """A reader inside a transaction reads over every month while prune drops one: both finish."""
+    import psycopg2
+
+    with open_store(pg_url) as store:
+        for run_id, when in NIGHTS.items():
+            store.write_run(_run(run_id, when), _values(4))
+    reader = psycopg2.connect(pg_url)
+    join = "SELECT COUNT(*) FROM metric_points p JOIN runs r ON r.run_key = p.run_key WHERE r.series = 's'"
+    outcome: dict = {}
+    try:
+        feb = _run_keys(open_store(pg_url))["feb-2"]
+        with reader.cursor() as cur:
+            # one month's values first: the reader holds the table and February's partition, not January's
+            cur.execute("SELECT COUNT(*) FROM metric_points WHERE run_key = %s", (feb,))
+            assert cur.fetchone()[0] == 4
+
+            def prune():
+                try:
+                    outcome["code"] = main(["prune", "--store", pg_url + "?lock_timeout=20s", "--before",
+                                            "2026-02-01", "--force", "--json"])
+                except BaseException as exc:  # noqa: BLE001 - reported below
+                    outcome["error"] = exc
+
+            thread = threading.Thread(target=prune)
+            thread.start()
+            thread.join(1.0)  # prune now waits for the reader's lock on the table
+            cur.execute(join)  # then the reader reads every month, January's too
+            assert cur.fetchone()[0] == 4 * len(NIGHTS)
+        reader.commit()
+        thread.join(30)
+    finally:
+        reader.close()
+    assert "error" not in outcome and outcome.get("code") == EXIT_OK, outcome
+    with open_store(pg_url) as store:
+        assert sorted(_run_keys(store)) == ["feb-1", "feb-2", "mar-1"]
+        assert "metric_points_2026_01" not in _partitions(store)
