@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import psycopg2
 import pytest
+from _fakes import night_context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.operators.evaluate import EvaluateGateOperator
@@ -17,23 +18,6 @@ from airflow_metric_gate.operators.select import SelectStepsOperator
 pytestmark = pytest.mark.postgres
 
 FIRST_NIGHT = datetime(2026, 11, 1, tzinfo=timezone.utc)
-
-
-class _TI:
-    def __init__(self, night: int, try_number: int = 1):
-        self.dag_id, self.task_id, self.map_index, self.try_number = "nightly", "t", -1, try_number
-        self.run_id = f"scheduled__night{night}"
-        self.pushed: dict = {}
-
-    def xcom_push(self, key, value):
-        self.pushed[key] = json.loads(json.dumps(value))
-
-
-class _DagRun:
-    run_type = "scheduled"
-
-    def __init__(self, night: int):
-        self.logical_date = self.run_after = FIRST_NIGHT + timedelta(days=night)
 
 
 @pytest.fixture
@@ -50,15 +34,15 @@ def gate(pg_url, tmp_path, monkeypatch):
             {"metric": "train/grad_norm", "series": [[s, grad] for s in range(4)]},
         ]
         record.write_text("".join(json.dumps(line) + "\n" for line in lines))
-        ti = _TI(night, try_number)
-        ctx = {"ti": ti, "dag_run": _DagRun(night), "logical_date": _DagRun(night).logical_date}
+        ctx = night_context(FIRST_NIGHT + timedelta(days=night), run_id=f"scheduled__night{night}", task_id="t",
+                            try_number=try_number)
         summary = IngestRecordOperator(task_id="ingest_record", location=str(record)).execute(ctx)
         selection = SelectStepsOperator(task_id="select_steps", record=summary, gates_file=str(gates)).execute(ctx)
         persisted = PersistValuesOperator(
             task_id="persist_values", series="rl-7b", suite="nightly-8xh100", selection=selection
         ).execute(ctx)
         EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
-        return persisted, ti.pushed["return_value"]
+        return persisted, ctx["ti"].pushed["return_value"]
 
     return run
 

@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from _airflow_context import context
+from _fakes import context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException, ParamValidationError
 
 from airflow_metric_gate.declarations import declare

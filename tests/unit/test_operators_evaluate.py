@@ -7,7 +7,7 @@ import sqlite3
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from _airflow_context import chained, context
+from _fakes import chained, context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.declarations import declare

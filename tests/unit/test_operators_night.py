@@ -6,7 +6,7 @@ import sqlite3
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from _airflow_context import context
+from _fakes import context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.declarations import declare

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from types import SimpleNamespace
 
 import pendulum
 import pytest
+from _fakes import FakeTI
 from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowFailException
 
@@ -38,7 +38,7 @@ def _load(path: Path, name: str):
 def _rendered(dag: DAG, task_id: str, field: str, map_index: int):
     """One templated field of a task as it renders at a map index (mapping arguments only)."""
     operator = dag.get_task(task_id)
-    return operator.render_template(getattr(operator, field), {"ti": SimpleNamespace(map_index=map_index)})
+    return operator.render_template(getattr(operator, field), {"ti": FakeTI(map_index=map_index)})
 
 
 def test_is_public_and_lazily_imported():
@@ -120,7 +120,7 @@ def test_a_fixed_setting_in_an_upstream_tasks_dicts_fails_at_run_time(key, value
         metric_gate.partial(gates_file="gates.yaml").expand_kwargs(identities())
 
     def ti(*dicts):
-        return SimpleNamespace(map_index=len(dicts) - 1, xcom_pull=lambda **kwargs: list(dicts))
+        return FakeTI(map_index=len(dicts) - 1, upstream={("identities", None): list(dicts)})
 
     ok = {"series": "a", "path": "/a"}
     bad = ti(ok, {"series": "b", "path": "/b", key: value})
@@ -145,7 +145,7 @@ def test_an_upstream_dict_naming_no_argument_or_one_of_partial_fails_at_run_time
 
         metric_gate.partial(gates_file="gates.yaml", suite="s").expand_kwargs(identities())
     operator = dag.get_task("metric_gate.persist_values")
-    ti = SimpleNamespace(map_index=0, xcom_pull=lambda **kwargs: [{"series": "a", "path": "/a", **extra}])
+    ti = FakeTI(map_index=0, upstream={("identities", None): [{"series": "a", "path": "/a", **extra}]})
     with pytest.raises(AirflowFailException, match=rf"the dict of series 'a' names {why}"):
         operator.render_template(operator.series, {"ti": ti})
 
