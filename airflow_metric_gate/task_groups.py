@@ -2,14 +2,19 @@
 
 :func:`metric_gate` builds the five tasks of the nightly gate, wired as
 ``wait_for_record >> ingest_record >> select_steps >> persist_values >> evaluate_gate``, inside a
-task group (group id ``metric_gate`` unless overridden), for one series identity.  It is an
-Airflow ``@task_group`` function, so the same call maps over several series::
+task group (group id ``metric_gate`` unless overridden), for one series identity.  It is
+Airflow's public ``@task_group`` factory with the same methods, so the same call maps over
+several series::
 
     metric_gate(series="rl-finetune", path="/data/nightly/{{ ds }}", gates_file="gates/nightly.yaml")
 
     metric_gate.partial(gates_file="gates/nightly.yaml").expand_kwargs(
         [{"series": "rl-7b", "path": ".../rl-7b/{{ ds }}"}, {"series": "rl-70b", "path": ...}]
     )
+
+Only Airflow's public interface is used: before mapping, each series' dict is completed with the
+defaults of what it leaves out (a literal list when the DAG is parsed, an upstream task's list at
+run time through ``XComArg.map()``), and a non-templated argument named in one is refused.
 
 This module imports Airflow; ``import airflow_metric_gate`` does not load it until
 ``airflow_metric_gate.metric_gate`` is first used.
@@ -18,17 +23,11 @@ This module imports Airflow; ``import airflow_metric_gate`` does not load it unt
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, Generic, ParamSpec
 
-import attrs
-from airflow.sdk import task_group
-from airflow.sdk.definitions._internal.expandinput import (
-    DictOfListsExpandInput,
-    ListOfDictsExpandInput,
-    MappedArgument,
-)
+from airflow.sdk import TaskGroup, XComArg, get_current_context, task_group
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.declarations import GateDeclaration
@@ -49,31 +48,7 @@ DEFAULT_SENSOR_TIMEOUT = timedelta(hours=8).total_seconds()
 _FIXED = ("gates", "enforce", "deferrable", "poke_interval", "timeout", "notifiers", "approval", "gated_asset")
 
 
-@attrs.define(kw_only=True)
-class _MappedOrDefault(MappedArgument):
-    """A task-group mapping argument that falls back to the function's default.
-
-    ``expand_kwargs()`` stands in a mapped argument for every parameter of the function, including
-    those a series' dict leaves out; resolving one of those would fail the task (``KeyError``).  This
-    one resolves to the parameter's default instead, so a dict only names what differs.
-
-    It also refuses a dict that names a non-templated argument (``_FIXED``): the operators took that
-    argument's value when the DAG was parsed, so the dict's value would be silently ignored.  Dicts
-    from an upstream task are known only at run time, so this is where they are checked.
-    """
-
-    _default: Any = None
-
-    def resolve(self, context: Mapping[str, Any]) -> Any:
-        data, _ = self._input.resolve(context)
-        fixed = [name for name in _FIXED if name in data]
-        if fixed:
-            raise AirflowFailException(
-                f"metric_gate: the dict of map index {context['ti'].map_index} names {fixed[0]!r}, which is the same "
-                "for every series and cannot come from the dicts expand_kwargs() maps over (it would be ignored); "
-                "give it to .partial()"
-            )
-        return data.get(self._key, self._default)
+P = ParamSpec("P")
 
 
 def _result_of(task: Any) -> Any:
@@ -87,31 +62,6 @@ def _result_of(task: Any) -> Any:
     return task.output
 
 
-def _argument(name: str, value: Any) -> Any:
-    """Return one argument of :func:`metric_gate` as its operator takes it.
-
-    A templated argument may differ per map index: a stand-in from ``expand_kwargs()`` falls back
-    to the parameter's default when a series' dict leaves it out.  A non-templated one (``_FIXED``)
-    is the same for every map index.
-
-    :raises TypeError: a non-templated argument is mapped (named in ``expand()``, or a key of a
-        literal ``expand_kwargs()`` list); it belongs in ``partial()``.
-    """
-    if not isinstance(value, MappedArgument):
-        return value
-    source, default = value._input, _DEFAULTS[name]
-    if name not in _FIXED:
-        if isinstance(source, ListOfDictsExpandInput):
-            return _MappedOrDefault(input=source, key=value._key, default=default)
-        return value
-    if isinstance(source, DictOfListsExpandInput) or (
-        isinstance(source.value, Sequence) and any(isinstance(item, Mapping) and name in item for item in source.value)
-    ):
-        raise TypeError(f"metric_gate: {name!r} is the same for every series; give it to .partial(), not .expand()")
-    # The stand-in expand_kwargs() makes for every parameter; the dicts are not known before the run.
-    return default
-
-
 # Shown in the Airflow UI (otherwise the function's docstring, written for Python readers).
 TOOLTIP = "Metric gate: wait for the night's record, ingest, select, persist, evaluate"
 DOC_MD = (
@@ -121,8 +71,7 @@ DOC_MD = (
 )
 
 
-@task_group(group_id=GROUP_ID, tooltip=TOOLTIP, doc_md=DOC_MD)
-def metric_gate(
+def _gate(
     *,
     series: str,
     path: str,
@@ -196,7 +145,7 @@ def metric_gate(
     :param gated_asset: the Asset to emit on a trusted night (e.g.
         :func:`~airflow_metric_gate.operators.assets.gated_metrics_asset`); ``None``: no event.
     """
-    a = {name: _argument(name, value) for name, value in locals().items()}
+    a = locals()
     sensor = TrainingOutputSensor(
         task_id="wait_for_record",
         path=a["path"],
@@ -245,10 +194,196 @@ def metric_gate(
 
 
 # Each parameter's default (None for the required series and path, which a task then rejects).
-_DEFAULTS = {
+_DEFAULTS: dict[str, Any] = {
     name: None if p.default is inspect.Parameter.empty else p.default
-    for name, p in inspect.signature(metric_gate.function).parameters.items()
+    for name, p in inspect.signature(_gate).parameters.items()
 }
 
 
-__all__ = ["GROUP_ID", "metric_gate"]
+def _refusal(name: str, partial: Mapping[str, Any]) -> str | None:
+    """Return why a series' dict may not name ``name``, or ``None`` when it may.
+
+    :param name: a key of the dict.
+    :param partial: the arguments given to ``partial()``.
+    """
+    if name in _FIXED:
+        return (f"{name!r}, which is the same for every series and cannot come from the dicts expand_kwargs() "
+                "maps over (it would be ignored); give it to .partial()")
+    if name in partial:
+        return f"{name!r}, which .partial() gives already; name it in one place"
+    if name not in _DEFAULTS:
+        return f"{name!r}, which is not an argument of metric_gate"
+    return None
+
+
+def _who(series: Mapping[str, Any]) -> str:
+    """Name a series' dict in an error: by its series and, in a task, its map index.
+
+    :param series: the dict.
+    """
+    who = f"the dict of series {series.get('series')!r}"
+    try:
+        map_index = get_current_context()["ti"].map_index
+    except RuntimeError:  # not in a task: the DAG is being parsed, or a test renders a field
+        return who
+    return f"{who} (map index {map_index})"
+
+
+class _SeriesDicts:
+    """Completes each series' dict with the defaults of what it leaves out, refusing what it may not name.
+
+    Airflow's ``expand_kwargs()`` on a task group stands in a mapped argument for every parameter
+    not given to ``partial()``, and resolving one that a dict leaves out fails the task.  Each dict
+    is therefore completed before Airflow maps over it: a literal list when the DAG is parsed, an
+    upstream task's list at run time through ``XComArg.map()``.
+
+    :param partial: the arguments given to ``partial()``, with every non-templated one.
+    """
+
+    def __init__(self, partial: Mapping[str, Any]) -> None:
+        self.partial = dict(partial)
+
+    def complete(self, series: Any) -> dict[str, Any]:
+        """Return one series' dict with every templated argument ``partial()`` does not give.
+
+        Called by ``XComArg.map()`` on each dict an upstream task returns, as the mapped tasks render
+        their fields: an error is bad input, failing the map index's tasks without retries.
+
+        :param series: one item of the list.
+        :raises AirflowFailException: the item is not a dict, or names an argument it may not.
+        """
+        if not isinstance(series, Mapping):
+            raise AirflowFailException(f"metric_gate: expand_kwargs() expects dicts, not {type(series).__name__}")
+        for name in series:
+            if (why := _refusal(name, self.partial)) is not None:
+                raise AirflowFailException(f"metric_gate: {_who(series)} names {why}")
+        return self._filled(series)
+
+    def completed(self, dicts: Sequence[Any]) -> list[dict[str, Any]]:
+        """Return a literal list's dicts completed, when the DAG is parsed.
+
+        :param dicts: the list given to ``expand_kwargs()``.
+        :raises TypeError: an item is not a dict (an upstream task returns the whole list, not one
+            dict of it), or a dict names an argument it may not.
+        """
+        completed = []
+        for index, series in enumerate(dicts):
+            if not isinstance(series, Mapping):
+                raise TypeError(
+                    f"metric_gate: expand_kwargs() takes a list of dicts or an upstream task's list, and item "
+                    f"{index} is a {type(series).__name__}; let one task return the whole list"
+                )
+            for name in series:
+                if name in _FIXED:
+                    raise TypeError(f"metric_gate: {name!r} (in the dict of index {index}) is the same for every "
+                                    "series; give it to .partial(), not expand_kwargs()")
+                if (why := _refusal(name, self.partial)) is not None:
+                    raise TypeError(f"metric_gate: the dict of index {index} names {why}")
+            completed.append(self._filled(series))
+        return completed
+
+    def _filled(self, series: Mapping[str, Any]) -> dict[str, Any]:
+        return {name: series.get(name, default) for name, default in _DEFAULTS.items() if name not in self.partial}
+
+
+def _task_group(node: Any) -> TaskGroup:
+    """Return what Airflow's task group factory built: the group, since the function returns nothing.
+
+    :param node: the factory's result.
+    """
+    if not isinstance(node, TaskGroup):  # pragma: no cover - _gate returns None
+        raise TypeError(f"metric_gate built a {type(node).__name__}, not a task group")
+    return node
+
+
+class MetricGateTaskGroup(Generic[P]):
+    """The :func:`metric_gate` task group function: call it for one series, map it over several.
+
+    Airflow's public ``@task_group`` factory with the same methods (``override``, ``partial``,
+    ``expand``, ``expand_kwargs``), checking the mapping arguments first: a dict given to
+    ``expand_kwargs()`` names only what differs per series (the rest gets its default), and a
+    non-templated argument (``_FIXED``) is refused there and in ``expand()``.
+
+    :param function: the function that builds the tasks, ``_gate``.
+    :param group: keyword arguments of the ``TaskGroup`` (``group_id``, ``tooltip``...).
+    :param partial: the arguments given to ``partial()`` so far.
+    """
+
+    def __init__(self, function: Callable[P, None], group: Mapping[str, Any],
+                 partial: Mapping[str, Any] | None = None) -> None:
+        self.function = function
+        self.group = dict(group)
+        self.partial_kwargs = dict(partial or {})
+        self.__doc__ = function.__doc__
+        self.__wrapped__ = function  # inspect.signature() shows the function's
+
+    def _factory(self) -> Any:
+        return task_group(**self.group)(self.function)
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> TaskGroup:
+        """Build the group for one series.
+
+        :param args: none: every argument is keyword-only.
+        :param kwargs: the arguments of :func:`metric_gate`, after those of ``partial()``.
+        """
+        return _task_group(self._factory()(*args, **{**self.partial_kwargs, **kwargs}))
+
+    def override(self, **kwargs: Any) -> MetricGateTaskGroup[P]:
+        """Return the task group function with other ``TaskGroup`` arguments, e.g. ``group_id``.
+
+        :param kwargs: arguments of ``airflow.sdk.TaskGroup``.
+        """
+        return MetricGateTaskGroup(self.function, {**self.group, **kwargs}, self.partial_kwargs)
+
+    def partial(self, **kwargs: Any) -> MetricGateTaskGroup[P]:
+        """Return the task group function with the arguments that are the same for every series.
+
+        :param kwargs: arguments of :func:`metric_gate`.
+        :raises TypeError: an argument is not one of :func:`metric_gate`'s, or given twice.
+        """
+        for name in kwargs:
+            if name not in _DEFAULTS:
+                raise TypeError(f"metric_gate.partial() got an unexpected argument {name!r}")
+            if name in self.partial_kwargs:
+                raise TypeError(f"metric_gate.partial() got {name!r} twice")
+        return MetricGateTaskGroup(self.function, self.group, {**self.partial_kwargs, **kwargs})
+
+    def expand(self, **kwargs: Any) -> TaskGroup:
+        """Map the group over every combination of the lists: one map index per combination.
+
+        :param kwargs: templated arguments of :func:`metric_gate`, each a list or an upstream task's list.
+        :raises TypeError: a non-templated argument is mapped; it belongs in ``partial()``.
+        """
+        for name in kwargs:
+            if name in _FIXED:
+                raise TypeError(f"metric_gate: {name!r} is the same for every series; give it to .partial(), "
+                                "not .expand()")
+        factory = self._factory()
+        if self.partial_kwargs:
+            factory = factory.partial(**self.partial_kwargs)
+        return _task_group(factory.expand(**kwargs))
+
+    def expand_kwargs(self, kwargs: Sequence[Mapping[str, Any]] | XComArg) -> TaskGroup:
+        """Map the group over series: one map index per dict, each naming what differs for its series.
+
+        :param kwargs: a list of dicts, or an upstream task's output that is one.
+        :raises TypeError: a dict of a literal list names a non-templated argument (it belongs in
+            ``partial()``), one ``partial()`` gives, or none of :func:`metric_gate`'s.
+        """
+        fixed = {name: self.partial_kwargs.get(name, _DEFAULTS[name]) for name in _FIXED}
+        dicts = _SeriesDicts({**self.partial_kwargs, **fixed})
+        if isinstance(kwargs, XComArg):
+            mapped: Any = kwargs.map(dicts.complete)
+        elif isinstance(kwargs, Sequence) and not isinstance(kwargs, str):
+            mapped = dicts.completed(kwargs)
+        else:
+            raise TypeError(f"metric_gate: expand_kwargs() takes a list of dicts or an upstream task's list, "
+                            f"not {type(kwargs).__name__}")
+        return _task_group(self._factory().partial(**dicts.partial).expand_kwargs(mapped))
+
+
+#: Build the gate of one series, or map it over several; see :func:`_gate` for the arguments.
+metric_gate = MetricGateTaskGroup(_gate, {"group_id": GROUP_ID, "tooltip": TOOLTIP, "doc_md": DOC_MD})
+
+
+__all__ = ["GROUP_ID", "MetricGateTaskGroup", "metric_gate"]

@@ -19,6 +19,7 @@ from datetime import datetime, timezone
 from unittest import mock
 
 import pytest
+from _fakes import context as fake_context
 from airflow.sdk.exceptions import (
     AirflowException,
     AirflowFailException,
@@ -326,25 +327,10 @@ def bytes_read(monkeypatch):
     return counter
 
 
-class _TI:
-    """The task-instance surface the operators use: identity, pulling the upstream XCom."""
-
-    dag_id, run_id, task_id, try_number, map_index = "s3_night", "scheduled__2026-11-30", "t", 1, -1
-
-    def __init__(self, upstream=None) -> None:
-        self.upstream = upstream
-
-    def xcom_pull(self, task_ids, map_indexes=-1, key="return_value"):
-        return self.upstream
-
-
-class _DagRun:
-    run_type = "scheduled"
-    logical_date = run_after = datetime(2026, 11, 30, tzinfo=timezone.utc)
-
-
 def context(upstream=None):
-    return {"ti": _TI(upstream), "dag_run": _DagRun(), "logical_date": _DagRun.logical_date}
+    """A scheduled run of DAG ``s3_night``, its task pulling ``upstream`` from ``ingest_record``."""
+    pulled = {} if upstream is None else {("ingest_record", None): upstream}
+    return fake_context(dag_id="s3_night", run_id="scheduled__2026-11-30", task_id="t", upstream=pulled)
 
 
 def _select_after_ingest(**kwargs) -> SelectStepsOperator:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from unittest import mock
 
 import pytest
+from _fakes import context
 from _log_writers import GATES_YAML, night_points, write_lightning_csv, write_tensorboard_night
 
 from airflow_metric_gate.operators.ingest import IngestRecordOperator
@@ -33,23 +33,10 @@ def upload(s3_server, s3_bucket, tmp_path):
     return put
 
 
-class _TI:
-    dag_id, run_id, task_id, try_number, map_index = "s3_logs", "scheduled__2026-11-30", "t", 1, -1
-
-    def __init__(self, upstream=None) -> None:
-        self.upstream = upstream
-
-    def xcom_pull(self, task_ids, map_indexes=-1, key="return_value"):
-        return self.upstream
-
-
-class _DagRun:
-    run_type = "scheduled"
-    logical_date = run_after = datetime(2026, 11, 30, tzinfo=timezone.utc)
-
-
 def _context(upstream=None):
-    return {"ti": _TI(upstream), "dag_run": _DagRun(), "logical_date": _DagRun.logical_date}
+    """A scheduled run of DAG ``s3_logs``, its task pulling ``upstream`` from ``ingest_record``."""
+    pulled = {} if upstream is None else {("ingest_record", None): upstream}
+    return context(dag_id="s3_logs", run_id="scheduled__2026-11-30", task_id="t", upstream=pulled)
 
 
 def test_tensorboard_night_on_s3_is_awaited_ingested_and_stored(upload, tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import logging
 from datetime import datetime, timezone
 
 import pytest
+from _fakes import night_context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.cli import main
@@ -25,19 +26,7 @@ REWARD_ALL = "  - metric_key: rollout/raw_reward\n    steps: all\n    constraint
 GRAD = "  - metric_key: train/grad_norm\n"
 
 
-class _TI:
-    def __init__(self):
-        self.dag_id, self.task_id, self.map_index, self.try_number = "nightly", "t", -1, 1
-        self.run_id = "scheduled__2026-11-01T00:00:00+00:00"
-        self.pushed: dict = {}
-
-    def xcom_push(self, key, value):
-        self.pushed[key] = json.loads(json.dumps(value))
-
-
-class _DagRun:
-    run_type = "scheduled"
-    logical_date = run_after = datetime(2026, 11, 1, tzinfo=timezone.utc)
+NIGHT = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 
 def _write(path, text):
@@ -64,8 +53,8 @@ def via_cli(store_url, record, gates, *, enforce=False, capsys=None):
 def via_operators(store_url, record, gates, monkeypatch, *, enforce=False):
     """The four operators in a row: the verdict pushed to XCom (raises what the last task raises)."""
     monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", store_url)
-    ti = _TI()
-    ctx = {"ti": ti, "dag_run": _DagRun(), "logical_date": _DagRun.logical_date}
+    ctx = night_context(NIGHT, run_id="scheduled__2026-11-01T00:00:00+00:00", task_id="t")
+    ti = ctx["ti"]
     summary = IngestRecordOperator(task_id="ingest_record", location=str(record)).execute(ctx)
     selection = SelectStepsOperator(task_id="select_steps", record=summary, gates_file=str(gates)).execute(ctx)
     persisted = PersistValuesOperator(task_id="persist_values", series="rl", selection=selection).execute(ctx)

@@ -14,11 +14,11 @@ import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from types import SimpleNamespace
 from urllib.parse import urlsplit
 
 import psycopg2
 import pytest
+from _fakes import night_context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.cli import main
@@ -219,11 +219,8 @@ def _airflow_connection(monkeypatch, url, extra):
 
 
 def _context():
-    night = datetime(2026, 11, 30, tzinfo=timezone.utc)
-    ti = SimpleNamespace(dag_id="nightly", task_id="persist_values", run_id="scheduled__night", map_index=-1,
-                         try_number=1, xcom_push=lambda key, value: None)
-    dag_run = SimpleNamespace(run_type="scheduled", logical_date=night, run_after=night)
-    return {"ti": ti, "dag_run": dag_run, "logical_date": night}
+    return night_context(datetime(2026, 11, 30, tzinfo=timezone.utc), task_id="persist_values",
+                         run_id="scheduled__night")
 
 
 def _persist():

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import socket
 import uuid
-from datetime import datetime, timezone
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg2
 import pytest
+from _fakes import context
 from _test_env import database_name
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from fake_postgres import FakePostgres
@@ -30,23 +30,6 @@ from airflow_metric_gate.store import open_store
 
 PASSWORD = "Refused2Secret"
 GATES_YAML = "gates:\n  - metric_key: train/loss\n    steps: all\n    constraint: {rel_up: 0.5, rel_down: 0.5}\n"
-
-
-class _TI:
-    dag_id, run_id, task_id, map_index, try_number = "nightly", "scheduled__2026-11-30T00:00:00+00:00", "t", -1, 1
-
-    def xcom_push(self, key, value):
-        json.dumps(value)
-
-
-class _DagRun:
-    run_type = "scheduled"
-    logical_date = run_after = datetime(2026, 11, 30, tzinfo=timezone.utc)
-
-
-def context() -> dict:
-    """What ``PersistValuesOperator.execute`` reads of a task's context."""
-    return {"ti": _TI(), "dag_run": _DagRun(), "logical_date": _DagRun.logical_date}
 
 
 def _with(url: str, *, user: str | None = None, password: str | None = None, db: str | None = None) -> str:
@@ -114,7 +97,7 @@ def _persist(monkeypatch, conn: str | None):
     payload = selection_to_payload([Selection(declaration, points=[(0, 1.0, 0), (1, 1.1, 1)])])
     operator = PersistValuesOperator(task_id="persist_values", selection=payload, series="rl")
     with pytest.raises(AirflowException) as info:
-        operator.execute(context())
+        operator.execute(context(task_id="t"))
     return info.value
 
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from _stores import StoreDatabase
 
 
 @pytest.fixture
-def db(tmp_path, monkeypatch):
-    """The path of an empty SQLite store that the ``metric_gate_db`` connection points at."""
-    path = tmp_path / "metric_gate.db"
-    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", f"sqlite:///{path}")
-    return path
+def db(store_url, monkeypatch):
+    """An empty store that the ``metric_gate_db`` connection points at, once per backend (SQLite, Postgres)."""
+    monkeypatch.setenv("AIRFLOW_CONN_METRIC_GATE_DB", store_url)
+    return StoreDatabase(store_url)

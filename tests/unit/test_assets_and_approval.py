@@ -13,7 +13,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from _airflow_context import context
+from _fakes import context
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException, ParamValidationError
 
 from airflow_metric_gate.declarations import declare
@@ -115,7 +115,7 @@ def _approve(ctx: dict, verdict: dict, choice: str, **kwargs) -> Any:
 
 
 def _marks(db, run_id: str) -> tuple[str, list]:
-    with open_store(f"sqlite:///{db}") as store:
+    with open_store(db.url) as store:
         run = store.get_run(run_id)
     return run.status, run.provenance.get("marks") or []
 
@@ -159,7 +159,7 @@ def test_accept_sets_the_new_level_through_accept_level(db):
     assert (done["since_run_id"], done["nights"], done["marked"]) == (bad["run_id"], 1, 1)
     status, marks = _marks(db, bad["run_id"])
     assert status == "trusted" and marks[-1]["accept"] is True and marks[-1]["by"] == "bob"
-    with open_store(f"sqlite:///{db}") as store:
+    with open_store(db.url) as store:
         assert store.get_run(bad["run_id"]).rebaseline is True
 
 

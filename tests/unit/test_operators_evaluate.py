@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from _airflow_context import chained, context
+from _fakes import chained, context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.declarations import declare
@@ -77,9 +76,7 @@ def test_enforced_regression_pushes_verdict_first_then_fails_without_retry(db, c
     assert "Full verdict: XCom return_value of task task in DAG run scheduled__night3" in message
     out = _output(capsys)
     assert "STATUS" in out and "[0.64, 1.2]" in out  # the table, with the band
-    with sqlite3.connect(db) as conn:
-        status = conn.execute("SELECT status FROM runs WHERE run_id = ?", (persisted["run_id"],)).fetchone()
-    assert status == ("untrusted",)
+    assert db.query("SELECT status FROM runs WHERE run_id = ?", persisted["run_id"]) == [("untrusted",)]
 
 
 def test_failure_message_lists_a_few_and_counts_the_rest(db):
@@ -221,14 +218,14 @@ def test_show_rebuilds_the_counts_of_the_xcom_verdict(db, capsys):
     assert pushed["truncated"] == 70
     capsys.readouterr()
 
-    assert main(["show", persisted["run_id"], "--json", "--store", f"sqlite:///{db}"]) == 0
+    assert main(["show", persisted["run_id"], "--json", "--store", db.url]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert shown["counts"] == pushed["counts"] == {"PASS": 40, "FAIL": 80, "INACTIVE": 0, "ERROR": 0}
     assert shown["summary"] == pushed["summary"]
     assert shown["results"][:10] == pushed["results"]
     assert len(shown["results"]) + shown["truncated"] == 80
 
-    assert main(["show", persisted["run_id"], "--store", f"sqlite:///{db}"]) == 0
+    assert main(["show", persisted["run_id"], "--store", db.url]) == 0
     human = capsys.readouterr().out
     assert human.startswith('REGRESSED rollout/raw_reward (steps "all"): 80 of 120 steps FAIL')
     assert "NOT-TRUSTED (120 results, 80 fail, 0 error)" in human

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 import pytest
-from _airflow_context import context
+from _fakes import context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred
 
 from airflow_metric_gate.declarations import declare
@@ -35,7 +35,7 @@ def _persist(night: int, reward: float = 0.8):
 
 
 def _status(db, run_id):
-    with open_store(f"sqlite:///{db}") as store:
+    with open_store(db.url) as store:
         return store.get_run(run_id).status
 
 
@@ -83,7 +83,7 @@ def test_times_out_retryably_naming_the_pending_nights(db):
 
 
 def _store_ids(db):
-    with open_store(f"sqlite:///{db}") as store:
+    with open_store(db.url) as store:
         return [r.run_id for r in reversed(store.list_runs())]
 
 

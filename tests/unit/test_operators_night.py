@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from _airflow_context import context
+from _fakes import context
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_metric_gate.declarations import declare
@@ -39,10 +38,7 @@ def _triggered(run_type: str = "manual", **ti) -> dict:
 
 
 def _stored(db) -> list[tuple]:
-    if not db.exists():
-        return []
-    with sqlite3.connect(db) as conn:
-        return conn.execute("SELECT logical_date, role FROM runs").fetchall()
+    return db.query("SELECT logical_date, role FROM runs") if "runs" in db.tables() else []
 
 
 def test_baseline_run_without_logical_date_takes_its_night_from_the_night_param(db):

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import datetime, timezone
 
 import pytest
-from _airflow_context import LOGICAL_DATE, chained, context
+from _fakes import LOGICAL_DATE, chained, context
+from _stores import StoreDatabase
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_metric_gate.declarations import declare
@@ -27,11 +27,6 @@ def _payload(values=(1.0, 1.1, 1.2)) -> dict:
     return selection_to_payload(
         [Selection(declaration, points=points), Selection(errored, error="metric absent from the record")]
     )
-
-
-def _query(db, sql, *params):
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql, params).fetchall()
 
 
 def _persist(**kwargs) -> PersistValuesOperator:
@@ -58,13 +53,13 @@ def test_writes_run_and_values_and_returns_compact_identity(db):
         "logical_date": LOGICAL_DATE.isoformat(),
     }
     assert json.loads(json.dumps(result)) == result
-    assert _query(db, "SELECT step, value FROM metric_values WHERE run_id = ? ORDER BY step", run_id) == [
+    assert db.query("SELECT step, value FROM metric_values WHERE run_id = ? ORDER BY step", run_id) == [
         (0, 1.0),
         (1, 1.1),
         (2, 1.2),
     ]
-    ((status, role, dag_id, airflow_run_id),) = _query(
-        db, "SELECT status, role, dag_id, airflow_run_id FROM runs WHERE run_id = ?", run_id
+    ((status, role, dag_id, airflow_run_id),) = db.query(
+        "SELECT status, role, dag_id, airflow_run_id FROM runs WHERE run_id = ?", run_id
     )
     assert (status, role, dag_id, airflow_run_id) == (
         "pending",
@@ -78,9 +73,9 @@ def test_retry_or_clear_replaces_its_own_rows(db):
     _persist(selection=_payload((1.0, 1.1, 1.2))).execute(context(try_number=1))
     result = _persist(selection=_payload((2.0, 2.1))).execute(context(try_number=2))
 
-    assert _query(db, "SELECT COUNT(*) FROM runs") == [(1,)]
-    assert _query(db, "SELECT step, value FROM metric_values ORDER BY step") == [(0, 2.0), (1, 2.1)]
-    assert _query(db, "SELECT try_number FROM runs WHERE run_id = ?", result["run_id"]) == [(2,)]
+    assert db.query("SELECT COUNT(*) FROM runs") == [(1,)]
+    assert db.query("SELECT step, value FROM metric_values ORDER BY step") == [(0, 2.0), (1, 2.1)]
+    assert db.query("SELECT try_number FROM runs WHERE run_id = ?", result["run_id"]) == [(2,)]
 
 
 def test_mapped_task_instances_are_distinct_runs(db):
@@ -89,8 +84,8 @@ def test_mapped_task_instances_are_distinct_runs(db):
     again = _persist().execute(context(map_index=1, try_number=2))
 
     assert first["run_id"] != second["run_id"] == again["run_id"]
-    assert _query(db, "SELECT COUNT(*) FROM runs") == [(2,)]
-    assert _query(db, "SELECT COUNT(*) FROM metric_values") == [(6,)]
+    assert db.query("SELECT COUNT(*) FROM runs") == [(2,)]
+    assert db.query("SELECT COUNT(*) FROM metric_values") == [(6,)]
 
 
 def test_two_chains_in_one_dag_run_are_distinct_runs(db):
@@ -101,7 +96,7 @@ def test_two_chains_in_one_dag_run_are_distinct_runs(db):
     same_task_other_series = _persist(series="rl-1b").execute(context(task_id="persist_7b"))
 
     assert len({seven["run_id"], seventy["run_id"], same_task_other_series["run_id"]}) == 3
-    rows = _query(db, "SELECT series, COUNT(*) FROM runs JOIN metric_values USING (run_id) GROUP BY series")
+    rows = db.query("SELECT series, COUNT(*) FROM runs JOIN metric_values USING (run_id) GROUP BY series")
     assert sorted(rows) == [
         ("rl-1b", 3),
         ("rl-70b", 1),
@@ -124,7 +119,7 @@ def test_two_chains_in_one_dag_run_are_distinct_runs(db):
 def test_role_from_run_type_unless_overridden(db, run_type, role, expected):
     result = _persist(role=role).execute(context(run_type=run_type))
     assert result["role"] == expected
-    assert _query(db, "SELECT role FROM runs") == [(expected,)]
+    assert db.query("SELECT role FROM runs") == [(expected,)]
 
 
 def test_unknown_role_fails_without_retry(db):
@@ -140,7 +135,7 @@ def test_run_without_logical_date_uses_run_after(db):
 
 def test_provenance_is_kept(db):
     _persist(commit_sha="abc123", training_job_id="job-42", provenance={"cluster": "h100-a"}).execute(context())
-    ((commit, job, provenance),) = _query(db, "SELECT commit_sha, training_job_id, provenance FROM runs")
+    ((commit, job, provenance),) = db.query("SELECT commit_sha, training_job_id, provenance FROM runs")
     assert (commit, job) == ("abc123", "job-42")
     assert json.loads(provenance)["cluster"] == "h100-a"
 
@@ -172,8 +167,8 @@ def test_values_are_selected_from_the_record_the_reference_pins(db, tmp_path):
     _, reference = _reference(tmp_path)
     result = _persist(selection=reference).execute(context())
     assert (result["rows"], result["errors"], result["declarations"]) == (3, 1, 2)
-    assert _query(db, "SELECT step, value FROM metric_values ORDER BY step") == [(0, 1.0), (1, 1.1), (2, 1.2)]
-    ((errors,),) = _query(db, "SELECT selection_errors FROM runs")
+    assert db.query("SELECT step, value FROM metric_values ORDER BY step") == [(0, 1.0), (1, 1.1), (2, 1.2)]
+    ((errors,),) = db.query("SELECT selection_errors FROM runs")
     assert "train/absent" in errors
 
 
@@ -183,7 +178,7 @@ def test_record_changed_after_ingest_fails_without_retry_naming_it_and_stores_no
     with pytest.raises(AirflowFailException, match=rf"{record}.* changed after it was ingested") as err:
         _persist(selection=reference).execute(context())
     assert "nothing was stored" in str(err.value)
-    assert not db.exists() or _query(db, "SELECT COUNT(*) FROM metric_values") == [(0,)]
+    assert db.count("metric_values") == 0
 
 
 def test_record_gone_after_ingest_fails_without_retry(db, tmp_path):
@@ -202,7 +197,7 @@ def test_malformed_reference_fails_without_retry(db, tmp_path):
 def test_no_declarations_stores_nothing(db):
     result = _persist(selection=selection_to_payload([])).execute(context())
     assert (result["declarations"], result["rows"]) == (0, 0)
-    assert not db.exists()
+    assert db.tables() == set()  # the store was not even opened
 
 
 def test_garbage_selection_fails_without_retry(db):
@@ -227,7 +222,7 @@ def test_conn_id_parameter_picks_the_connection(tmp_path, monkeypatch):
     path = tmp_path / "other.db"
     monkeypatch.setenv("AIRFLOW_CONN_OTHER_STORE", f"sqlite:///{path}")
     _persist(conn_id="other_store").execute(context())
-    assert _query(path, "SELECT COUNT(*) FROM metric_values") == [(3,)]
+    assert StoreDatabase(f"sqlite:///{path}").count("metric_values") == 3
 
 
 def test_templated_fields():
@@ -238,8 +233,7 @@ def test_templated_fields():
 def test_series_over_the_key_limits_fails_without_retry_and_stores_nothing(db, series):
     with pytest.raises(AirflowFailException, match="series"):
         PersistValuesOperator(task_id="persist_values", series=series, selection=_payload()).execute(context())
-    if db.exists() and _query(db, "SELECT name FROM sqlite_master WHERE name = 'runs'"):
-        assert _query(db, "SELECT COUNT(*) FROM runs") == [(0,)]
+    assert db.count("runs") == 0
 
 
 def test_storage_conn_id_given_to_ingest_only_reaches_persist_through_xcom(db, tmp_path, monkeypatch):

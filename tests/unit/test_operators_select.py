@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from _airflow_context import chained, context
+from _fakes import chained, context
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException
 

@@ -9,7 +9,7 @@ import threading
 import time
 
 import pytest
-from _airflow_context import context
+from _fakes import context
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from fake_postgres import FakePostgres
 

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
-from types import SimpleNamespace
 
 import pendulum
 import pytest
+from _fakes import FakeTI
 from airflow.sdk import DAG, task
 from airflow.sdk.exceptions import AirflowFailException
 
 import airflow_metric_gate
+from airflow_metric_gate import task_groups
 from airflow_metric_gate.task_groups import metric_gate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ def _load(path: Path, name: str):
 def _rendered(dag: DAG, task_id: str, field: str, map_index: int):
     """One templated field of a task as it renders at a map index (mapping arguments only)."""
     operator = dag.get_task(task_id)
-    return operator.render_template(getattr(operator, field), {"ti": SimpleNamespace(map_index=map_index)})
+    return operator.render_template(getattr(operator, field), {"ti": FakeTI(map_index=map_index)})
 
 
 def test_is_public_and_lazily_imported():
@@ -108,7 +109,7 @@ def test_expand_kwargs_over_an_upstream_task_keeps_the_fixed_settings():
 
 @pytest.mark.parametrize("key, value", [("enforce", False), ("gates", []), ("poke_interval", 5), ("deferrable", False),
                                         ("timeout", 60)])
-def test_a_fixed_setting_in_an_upstream_tasks_dicts_fails_at_run_time(key, value):
+def test_a_fixed_setting_in_an_upstream_tasks_dicts_fails_at_run_time(key, value, monkeypatch):
     """The dicts of an upstream task are known only at run time: a fixed key there is bad input, not ignored."""
     with _dag() as dag:
 
@@ -119,14 +120,56 @@ def test_a_fixed_setting_in_an_upstream_tasks_dicts_fails_at_run_time(key, value
         metric_gate.partial(gates_file="gates.yaml").expand_kwargs(identities())
 
     def ti(*dicts):
-        return SimpleNamespace(map_index=len(dicts) - 1, xcom_pull=lambda **kwargs: list(dicts))
+        return FakeTI(map_index=len(dicts) - 1, upstream={("identities", None): list(dicts)})
 
+    ok = {"series": "a", "path": "/a"}
+    bad = ti(ok, {"series": "b", "path": "/b", key: value})
+    # In a task the running task's context is current: the error names the map index too.
+    monkeypatch.setattr(task_groups, "get_current_context", lambda: {"ti": bad})
     for task_id, field in (("wait_for_record", "path"), ("persist_values", "series")):
         operator = dag.get_task(f"metric_gate.{task_id}")
-        ok = {"series": "a", "path": "/a"}
         assert operator.render_template(getattr(operator, field), {"ti": ti(ok)}) in ("a", "/a")
-        with pytest.raises(AirflowFailException, match=rf"map index 1 names {key!r}.*give it to \.partial\(\)"):
-            operator.render_template(getattr(operator, field), {"ti": ti(ok, {**ok, key: value})})
+        with pytest.raises(AirflowFailException,
+                           match=rf"series 'b' \(map index 1\) names {key!r}.*give it to \.partial\(\)"):
+            operator.render_template(getattr(operator, field), {"ti": bad})
+
+
+@pytest.mark.parametrize("extra, why", [({"sute": "t"}, r"'sute', which is not an argument"),
+                                        ({"suite": "t"}, r"'suite', which \.partial\(\) gives already")])
+def test_an_upstream_dict_naming_no_argument_or_one_of_partial_fails_at_run_time(extra, why):
+    with _dag() as dag:
+
+        @task
+        def identities() -> list[dict]:
+            return []
+
+        metric_gate.partial(gates_file="gates.yaml", suite="s").expand_kwargs(identities())
+    operator = dag.get_task("metric_gate.persist_values")
+    ti = FakeTI(map_index=0, upstream={("identities", None): [{"series": "a", "path": "/a", **extra}]})
+    with pytest.raises(AirflowFailException, match=rf"the dict of series 'a' names {why}"):
+        operator.render_template(operator.series, {"ti": ti})
+
+
+def test_a_literal_dict_naming_no_argument_or_one_of_partial_is_refused_when_parsed():
+    with _dag(), pytest.raises(TypeError, match=r"the dict of index 1 names 'sute', which is not an argument"):
+        metric_gate.expand_kwargs([{"series": "a", "path": "/a"}, {"series": "b", "path": "/b", "sute": "t"}])
+    with _dag(), pytest.raises(TypeError, match=r"index 0 names 'suite', which \.partial\(\) gives already"):
+        metric_gate.partial(suite="s").expand_kwargs([{"series": "a", "path": "/a", "suite": "t"}])
+
+
+def test_the_mapped_dag_serializes_with_the_completing_map():
+    """The scheduler gets the DAG serialized: the map's callable is stored as its source."""
+    from airflow.serialization.serialized_objects import DagSerialization
+
+    with _dag() as dag:
+
+        @task
+        def identities() -> list[dict]:
+            return [{"series": "a", "path": "/a"}]
+
+        metric_gate.partial(gates_file="gates.yaml").expand_kwargs(identities())
+    serialized = DagSerialization.to_dict(dag)
+    assert "def complete(self, series" in str(serialized)
 
 
 def test_expand_over_series_and_record():
