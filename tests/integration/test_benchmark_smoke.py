@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from _benchmarks import PG_ADMIN_URL, run_smoke
 
 pytestmark = [pytest.mark.slow, pytest.mark.benchmark]
-
-ROOT = Path(__file__).resolve().parents[2]
-PG_ADMIN_URL = os.environ.get("METRIC_GATE_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 
 
 @pytest.mark.postgres
@@ -38,13 +30,3 @@ def test_fleet_benchmark_smoke_runs_every_process_count_without_errors(tmp_path,
         assert run["errors"] == 0 and run["series_nights"] == figures["series"] * figures["nights"], run
         assert run["values_per_s"] > 0 and len(run["evaluate_median_s_by_night"]) == figures["nights"], run
 
-
-def run_smoke(script, output, *argv):
-    """Run a benchmark script at smoke scale in a process of its own; its figures (from ``output``) and stdout."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), "--scale", "smoke", *argv, "--output", str(output)],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=900,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return json.loads(output.read_text()), proc.stdout
