@@ -86,14 +86,16 @@ def _failed(args: argparse.Namespace, exc: Exception) -> int:
     return fate.exit_status
 
 
+#: How an unavailable (or store) error is labelled on standard error: the most specific class first.
+_LABELS = (
+    (StorageUnavailable, "storage unavailable (retry later)"),
+    (StoreUnavailable, "store unavailable (retry later)"),
+    (StoreError, "store error"),
+)
+
+
 def _unavailable_label(exc: Exception) -> str:
-    if isinstance(exc, StorageUnavailable):
-        return "storage unavailable (retry later)"
-    if isinstance(exc, StoreUnavailable):
-        return "store unavailable (retry later)"
-    if isinstance(exc, StoreError):
-        return "store error"
-    return "unavailable (retry later)"
+    return next((label for cls, label in _LABELS if isinstance(exc, cls)), "unavailable (retry later)")
 
 
 def _bad_input(args: argparse.Namespace, exc: BaseException) -> int:
