@@ -22,7 +22,6 @@ rebaseline marker.  Which runs count as trusted is the ``trust`` setting:
 from __future__ import annotations
 
 import os
-import shlex
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import chain, islice
@@ -30,18 +29,22 @@ from typing import Any
 
 from airflow_metric_gate.api import load_declarations
 from airflow_metric_gate.decision import policy_of
-from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
-from airflow_metric_gate.enums import ERROR, STATUSES, RunStatus
+from airflow_metric_gate.declarations import GateDeclaration
+from airflow_metric_gate.enums import STATUSES, RunStatus
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.judging import judge_run
-from airflow_metric_gate.pipeline import check_evaluate_options
-from airflow_metric_gate.printable import printable_copy
 from airflow_metric_gate.replay_calibrated import replay_calibrated
-from airflow_metric_gate.replay_report import replay_summary
-from airflow_metric_gate.rules import declaration_summary, rule_options
-from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, opened_store
-
-TRUST_MODES = ("replayed", "stored")
+from airflow_metric_gate.replay_reading import (
+    TRUST_MODES,
+    by_logical_date,
+    changed_while_read,
+    checked_declarations,
+    routes,
+    series_nights,
+)
+from airflow_metric_gate.replay_report import render_replay, replay_summary
+from airflow_metric_gate.rules import declaration_summary
+from airflow_metric_gate.store import MetricStore, RunRow, opened_store
 
 __all__ = ["TRUST_MODES", "render_replay", "replay"]
 
@@ -151,126 +154,133 @@ def _replay(
     aggregate: str,
     trust: str,
 ) -> dict:
-    check_evaluate_options(history_limit=history_limit, min_history=min_history, aggregate=aggregate)
-    warnings: list[str] = []
-    if declarations is not None:
-        declarations, warnings = collapse_duplicates(declarations)
-    if trust not in TRUST_MODES:
-        raise StoreInputError(f"trust must be one of {', '.join(TRUST_MODES)}, got {trust!r}")
-    runs_and_blocks = store.series_runs_and_blocks(series, backend, suite)
-    runs = [run for run, _ in runs_and_blocks]
-    blocks_of = {run.run_id: blocks for run, blocks in runs_and_blocks}
-    if not runs:
-        stored = sorted({(r.backend, r.suite) for r in store.list_runs(series=series, limit=1000)})
-        places = [f"--backend {shlex.quote(b)} --suite {shlex.quote(s)}" for b, s in stored[:5]]
-        where = ("; it is stored under " + ", ".join(places)
-                 + (f" and {len(stored) - 5} more" if len(stored) > 5 else "")) if stored else ""
-        raise StoreInputError(
-            f"the metric store has no run of series {series!r} (backend {backend!r}, suite {suite!r}); "
-            f"nothing to replay{where}"
-        )
+    declarations, warnings = checked_declarations(declarations, history_limit=history_limit,
+                                                  min_history=min_history, aggregate=aggregate, trust=trust)
+    replayer = _Replay(store, series, backend, suite, declarations, history_limit=history_limit,
+                       min_history=min_history, aggregate=aggregate, trust=trust)
+    return replayer.report(warnings)
 
-    given = declarations is not None
-    gates: dict[Any, _Gate] = {}
-    # (metric_key, steps_key) -> keys of the given declarations judged on those stored coordinates
-    routes: dict[tuple[str, str], list[Any]] = {}
-    if declarations is not None:
-        for d in declarations:
-            key = (d.metric_key, d.steps_key, d.constraint_key)  # one declaration per coordinate (collapsed above)
-            gates[key] = _Gate(declaration_summary(d))
-            routes.setdefault((d.metric_key, d.steps_key), []).append(key)
-    stored_literals: dict[str, set[str]] = {}
-    # declaration -> step -> (fed-run numbers, baseline values): each coordinate's rolling window
-    windows: dict[Any, dict[int, tuple[deque, deque]]] = {}
-    fed = 0  # how many runs have fed baselines so far
-    nights: list[dict] = []
-    counts_total = {s: 0 for s in STATUSES}
 
-    def replay_run(run: RunRow) -> dict:
-        present: dict[Any, bool] = {}
-        # what the run feeds if trusted: each value and its coordinate's window
-        feed_windows: list[tuple[deque, deque]] = []
-        feed_values: list[float] = []
-        feed_window, feed_value = feed_windows.append, feed_values.append
-        cutoff = fed - history_limit
-        if not given:
+class _NightFeed:
+    """What one night is judged on and, if it is trusted, feeds later baselines."""
+
+    __slots__ = ("present", "windows", "values", "cutoff", "seen")
+
+    def __init__(self, cutoff: int) -> None:
+        self.present: dict[Any, bool] = {}  # declaration -> judged on values of this night (not only an error)
+        self.windows: list[tuple[deque, deque]] = []  # each value's coordinate window ...
+        self.values: list[float] = []  # ... and the value
+        self.cutoff = cutoff  # a window value fed at or before this fed-run number is out of the history
+        self.seen: set = set()  # (declaration, step) already judged (given declarations)
+
+
+class _Replay:
+    """The reference replay of one series identity: every value read once, in order, as it is judged.
+
+    Each coordinate keeps a rolling window of its baseline values; a night feeds the windows once the
+    nights of its logical date are judged, if it is a trusted baseline night (by ``trust``).
+    """
+
+    def __init__(self, store: MetricStore, series: str, backend: str, suite: str,
+                 declarations: Sequence[GateDeclaration] | None, *, history_limit: int, min_history: int,
+                 aggregate: str, trust: str) -> None:
+        self.store, self.series, self.backend, self.suite = store, series, backend, suite
+        self.history_limit, self.min_history, self.aggregate, self.trust = history_limit, min_history, aggregate, trust
+        runs_and_blocks = series_nights(store, series, backend, suite)
+        self.runs = [run for run, _ in runs_and_blocks]
+        self.blocks_of = {run.run_id: blocks for run, blocks in runs_and_blocks}
+        self.given = declarations is not None
+        self.gates: dict[Any, _Gate] = {}
+        for d in declarations or ():  # one declaration per coordinate (collapsed by checked_declarations)
+            self.gates[(d.metric_key, d.steps_key, d.constraint_key)] = _Gate(declaration_summary(d))
+        self.routes = routes(self.gates)  # (metric_key, steps_key) -> the given declarations judged there
+        self.stored_literals: dict[str, set[str]] = {}
+        # declaration -> step -> (fed-run numbers, baseline values): each coordinate's rolling window
+        self.windows: dict[Any, dict[int, tuple[deque, deque]]] = {}
+        self.fed = 0  # how many runs have fed baselines so far
+        self.nights: list[dict] = []
+        self.counts_total = {s: 0 for s in STATUSES}
+        self.fetched = 0
+        # every value of the series in one ordered pass (the runs' order, then their keys), read as it is
+        # judged; the runs' blocks say whose values they are
+        self.stream = chain.from_iterable(self._batches())
+
+    def _batches(self) -> Iterator[list[tuple]]:
+        for rows in self.store.iter_series_point_batches(self.series, self.backend, self.suite):
+            self.fetched += len(rows)
+            yield rows
+
+    def report(self, warnings: list[str]) -> dict:
+        """Judge every night; return the replay report.
+
+        :param warnings: the warnings of the given declarations.
+        """
+        for group in by_logical_date(self.runs, lambda run: run.logical_date):
+            self._judge_group(group)
+        deque(self.stream, maxlen=0)  # ends the ordered pass (and its read transaction)
+        if self.fetched != sum(n for blocks in self.blocks_of.values() for *_, n in blocks):
+            # the two statements saw different nights: values would be judged against other coordinates
+            raise changed_while_read(self.series)
+        not_replayable = self._not_replayable()
+        nights = self.nights
+        if self.given and not self.gates:  # no declaration could be replayed: no night was judged, none trusted
+            for n in nights:
+                n["replayed_status"] = None
+        judged_nights = [n for n in nights if n["replayed_status"] is not None]
+        return {
+            "series": self.series, "backend": self.backend, "suite": self.suite,
+            "settings": {"declarations": "given" if self.given else "stored", "history_limit": self.history_limit,
+                         "min_history": self.min_history, "aggregate": self.aggregate, "trust": self.trust},
+            "nights": nights,
+            "declarations": [g.to_dict() for g in self.gates.values()],
+            "not_replayable": not_replayable,
+            "warnings": warnings,
+            "summary": replay_summary(nights, judged_nights, len(self.gates), self.counts_total),
+        }
+
+    def _judge_group(self, group: Sequence[RunRow]) -> None:
+        """Judge the runs of one logical date (they do not see each other), then feed baselines."""
+        if any(run.rebaseline for run in group):
+            self.windows.clear()
+        judged = [(run, *self._judge_night(run)) for run in group]
+        for run, night, feed, trusted_now in judged:
+            self.nights.append(night)
+            trusted = trusted_now if self.trust == "replayed" else run.status == RunStatus.TRUSTED
+            if run.role != "baseline" or not trusted:
+                continue
+            self.fed += 1
+            for (fed_at, history), value in zip(feed.windows, feed.values):
+                fed_at.append(self.fed)
+                history.append(value)
+
+    def _judge_night(self, run: RunRow) -> tuple[dict, _NightFeed, bool]:
+        """Judge one night: its report entry, what it would feed, and whether it is trusted under replay."""
+        feed = _NightFeed(self.fed - self.history_limit)
+        gates = self.gates
+        if not self.given:
             for summary in run.declarations:
                 key = (summary["metric_key"], summary["steps_key"], summary["constraint_key"])
                 gate = gates.get(key)
                 if gate is None:
-                    gate = gates[key] = _Gate(declaration_summary(summary))
+                    gates[key] = _Gate(declaration_summary(summary))
                 else:
                     gate.summary = declaration_summary(summary)
-                present[key] = False
-
-        def values() -> Iterator[tuple]:
-            for metric_key, steps_key, constraint_key, n in blocks_of[run.run_id]:
-                # one declaration's values (consecutive, in step order): resolve it once
-                points: Iterable[tuple] = islice(stream, n)
-                block = (metric_key, steps_key, constraint_key)
-                stored_literals.setdefault(metric_key, set()).add(steps_key)
-                keys = routes.get((metric_key, steps_key), ()) if given else (block,)
-                # a value without its declaration (not written by this package) is skipped
-                targets = [(gk, windows.setdefault(gk, {})) for gk in keys if gk in gates]
-                if not targets:
-                    deque(points, maxlen=0)  # read past them
-                    continue
-                if len(targets) > 1:
-                    points = list(points)  # judged once per declaration routed to them
-                for gk, gate_windows in targets:
-                    present[gk] = True
-                    window_of = gate_windows.get
-                    for step, value, at_step in points:
-                        if given:
-                            coord = (gk, step)
-                            if coord in feed_seen:
-                                continue  # the same metric and steps stored under another constraint: same values
-                            feed_seen.add(coord)
-                        window = window_of(step)
-                        if window is None:
-                            window = gate_windows[step] = (deque(maxlen=history_limit), deque(maxlen=history_limit))
-                        fed_at, history = window  # when each value was fed, and the values
-                        if fed_at and fed_at[0] <= cutoff:
-                            while fed_at and fed_at[0] <= cutoff:  # fed before the last history_limit fed runs
-                                fed_at.popleft()
-                                history.popleft()
-                        feed_window(window)
-                        feed_value(value)
-                        yield gk, step, at_step, value, 0, history
-
-        errors: list[tuple[Any, int, str]] = []
-        for e in run.selection_errors:
-            stored_literals.setdefault(e["metric_key"], set()).add(e["steps_key"])
-            targets: Iterable[Any]
-            if given:
-                targets = routes.get((e["metric_key"], e["steps_key"]), ())
-            else:
-                targets = ((e["metric_key"], e["steps_key"], e["constraint_key"]),)
-            errors.extend((gk, 0, e["message"]) for gk in targets)
-        judged_errors: list[tuple] = []
-
-        def unjudged_errors() -> Iterator[tuple]:
-            # a declaration judged on values of this night (under another constraint) has no selection error
-            for gk, order, message in errors:
-                if present.get(gk) is True or gk not in gates:
-                    continue
-                present[gk] = True
-                judged_errors.append(gk)
-                yield gk, order, message
-
+                feed.present[key] = False
+        errors = self._errors(run)
         # every value and error is read in order: results sort stably (all order 0), per declaration
-        judgement = judge_run(values(), {gk: g.summary for gk, g in gates.items()}, unjudged_errors(),
-                              min_history=min_history, aggregate=aggregate)
+        judgement = judge_run(self._values(run, feed), {gk: g.summary for gk, g in gates.items()},
+                              self._unjudged(errors, feed), min_history=self.min_history,
+                              aggregate=self.aggregate)
         night: dict[str, Any] = {
             "run_id": run.run_id, "logical_date": run.logical_date.isoformat(), "role": run.role,
             "stored_status": run.status,
         }
-        for gk, judged in present.items():
+        for gk, judged in feed.present.items():
             if judged:
                 gates[gk].judged += 1
-        if given:
+        if self.given:
             for gk, gate in gates.items():
-                if gk not in present:
+                if gk not in feed.present:
                     gate.missing += 1
         failing: dict[Any, list] = {}
         for _, result, summary in judgement.results:
@@ -283,133 +293,79 @@ def _replay(
         night.update(replayed_status="trusted" if judgement.trusted else "untrusted",
                      counts={s: c for s, c in counts.items() if c})
         for s, c in counts.items():
-            counts_total[s] += c
-        return {"night": night, "feed": (feed_windows, feed_values), "trusted": judgement.trusted}
+            self.counts_total[s] += c
+        return night, feed, judgement.trusted
 
-    def replay_group(group: Sequence[RunRow]) -> None:
-        """Judge the runs of one logical date (they do not see each other), then feed baselines."""
-        nonlocal fed
-        if any(run.rebaseline for run in group):
-            windows.clear()
-        judged = []
-        for run in group:
-            feed_seen.clear()
-            judged.append((run, replay_run(run)))
-        for run, j in judged:
-            nights.append(j["night"])
-            trusted = j["trusted"] if trust == "replayed" else run.status == RunStatus.TRUSTED
-            if run.role != "baseline" or not trusted:
+    def _values(self, run: RunRow, feed: _NightFeed) -> Iterator[tuple]:
+        """Yield the night's values, each with the baseline window of its declaration's coordinate."""
+        given, history_limit, cutoff = self.given, self.history_limit, feed.cutoff
+        feed_window, feed_value = feed.windows.append, feed.values.append
+        for metric_key, steps_key, constraint_key, n in self.blocks_of[run.run_id]:
+            # one declaration's values (consecutive, in step order): resolve it once
+            points: Iterable[tuple] = islice(self.stream, n)
+            block = (metric_key, steps_key, constraint_key)
+            self.stored_literals.setdefault(metric_key, set()).add(steps_key)
+            keys = self.routes.get((metric_key, steps_key), ()) if given else (block,)
+            # a value without its declaration (not written by this package) is skipped
+            targets = [(gk, self.windows.setdefault(gk, {})) for gk in keys if gk in self.gates]
+            if not targets:
+                deque(points, maxlen=0)  # read past them
                 continue
-            fed += 1
-            for (fed_at, history), value in zip(*j["feed"]):
-                fed_at.append(fed)
-                history.append(value)
+            if len(targets) > 1:
+                points = list(points)  # judged once per declaration routed to them
+            for gk, gate_windows in targets:
+                feed.present[gk] = True
+                window_of = gate_windows.get
+                for step, value, at_step in points:
+                    if given:
+                        coord = (gk, step)
+                        if coord in feed.seen:
+                            continue  # the same metric and steps stored under another constraint: same values
+                        feed.seen.add(coord)
+                    window = window_of(step)
+                    if window is None:
+                        window = gate_windows[step] = (deque(maxlen=history_limit), deque(maxlen=history_limit))
+                    fed_at, history = window  # when each value was fed, and the values
+                    if fed_at and fed_at[0] <= cutoff:
+                        while fed_at and fed_at[0] <= cutoff:  # fed before the last history_limit fed runs
+                            fed_at.popleft()
+                            history.popleft()
+                    feed_window(window)
+                    feed_value(value)
+                    yield gk, step, at_step, value, 0, history
 
-    feed_seen: set = set()
-    # every value of the series in one ordered pass (the runs' order, then their keys), read as it is judged;
-    # the runs' blocks say whose values they are
-    fetched = 0
+    def _errors(self, run: RunRow) -> list[tuple[Any, int, str]]:
+        """The night's selection errors, each with the declaration it is routed to."""
+        errors: list[tuple[Any, int, str]] = []
+        for e in run.selection_errors:
+            self.stored_literals.setdefault(e["metric_key"], set()).add(e["steps_key"])
+            targets: Iterable[Any]
+            if self.given:
+                targets = self.routes.get((e["metric_key"], e["steps_key"]), ())
+            else:
+                targets = ((e["metric_key"], e["steps_key"], e["constraint_key"]),)
+            errors.extend((gk, 0, e["message"]) for gk in targets)
+        return errors
 
-    def batches() -> Iterator[list[tuple]]:
-        nonlocal fetched
-        for rows in store.iter_series_point_batches(series, backend, suite):
-            fetched += len(rows)
-            yield rows
+    def _unjudged(self, errors: list[tuple[Any, int, str]], feed: _NightFeed) -> Iterator[tuple]:
+        """Yield the selection errors of the declarations judged on no value of the night (read after its values)."""
+        # a declaration judged on values of this night (under another constraint) has no selection error
+        for gk, order, message in errors:
+            if feed.present.get(gk) is True or gk not in self.gates:
+                continue
+            feed.present[gk] = True
+            yield gk, order, message
 
-    stream = chain.from_iterable(batches())
-    start = 0
-    for i in range(1, len(runs) + 1):
-        if i == len(runs) or runs[i].logical_date != runs[start].logical_date:
-            replay_group(runs[start:i])
-            start = i
-    deque(stream, maxlen=0)  # ends the ordered pass (and its read transaction)
-    if fetched != sum(n for blocks in blocks_of.values() for *_, n in blocks):
-        # the two statements saw different nights: values would be judged against other coordinates
-        raise StoreUnavailable(
-            f"the stored nights of series {series!r} changed while replay read them (a night was written "
-            "meanwhile); nothing is reported: run replay again"
-        )
-
-    not_replayable = []
-    for gk, gate in list(gates.items()):
-        if given and gate.judged == 0 and not gate.failed:
-            s = gate.summary
-            literals = sorted(stored_literals.get(s["metric_key"], ()))
-            why = (f"steps literal {s['steps_key']} was never stored for {s['metric_key']} (stored: "
-                   f"{', '.join(literals)}); a new steps literal re-keys its coordinates, so replay has no "
-                   "values for it" if literals else f"metric {s['metric_key']} was never stored for this series")
-            not_replayable.append({**s, "reason": why})
-            del gates[gk]
-    if given and not gates:  # no declaration could be replayed: no night was judged, none is trusted
-        for n in nights:
-            n["replayed_status"] = None
-    judged_nights = [n for n in nights if n["replayed_status"] is not None]
-    return {
-        "series": series, "backend": backend, "suite": suite,
-        "settings": {"declarations": "given" if given else "stored", "history_limit": history_limit,
-                     "min_history": min_history, "aggregate": aggregate, "trust": trust},
-        "nights": nights,
-        "declarations": [g.to_dict() for g in gates.values()],
-        "not_replayable": not_replayable,
-        "warnings": warnings,
-        "summary": replay_summary(nights, judged_nights, len(gates), counts_total),
-    }
-
-
-def _step(result: dict) -> str:
-    if result["step"] is None:
-        return "-"
-    return f"last@{result['at_step']}" if result["step"] == -1 else str(result["step"])
-
-
-def _describe(result: dict) -> str:
-    if result["status"] == ERROR:
-        return f"ERROR: {result['reason']}"
-    if result["step"] is None or result["lo"] is None or result["current"] is None:  # a whole night's result
-        return f"{result['status']} whole night: {result['reason']}"
-    band = f"[{result['lo']:.6g}, {result['hi']:.6g}]"
-    return f"{result['status']} step {_step(result)} {result['current']:.6g} vs {band}"
-
-
-def render_replay(report: dict, *, max_coordinates: int = 5) -> str:
-    """Return a replay report as text: per declaration its failing nights, then what changed.
-
-    Control characters in stored names (series, metric keys, steps and constraint literals, run
-    ids, reasons) are escaped (:func:`~airflow_metric_gate.printable.printable`), as in every report
-    of the package: a stored key cannot start a line of its own.
-
-    :param report: from :func:`replay`.
-    :param max_coordinates: at most this many coordinates listed per night and declaration.
-    """
-    report = printable_copy(report)
-    st = report["settings"]
-    lines = [
-        f"replay of series {report['series']} (backend {report['backend']}, suite {report['suite']}): "
-        f"{report['summary']['nights']} night(s); declarations {st['declarations']}, history_limit "
-        f"{st['history_limit']}, min_history {st['min_history']}, aggregate {st['aggregate']}, trust {st['trust']}",
-    ]
-    lines.extend(f"warning: {w}" for w in report.get("warnings", ()))
-    for g in report["declarations"]:
-        lines.append("")
-        options = "".join(f" {k}={v:g}" if isinstance(v, float) else f" {k}={v}" for k, v in rule_options(g).items())
-        lines.append(f"{g['metric_key']} steps={g['steps_key']} constraint={g['constraint_key']}{options}: "
-                     f"{g['nights_failed']} of {g['nights_judged']} night(s) would fail"
-                     + (f"; not stored on {g['nights_not_stored']} night(s)" if g.get("nights_not_stored") else ""))
-        for f in g["failed"]:
-            coords = ", ".join(_describe(r) for r in f["results"][:max_coordinates])
-            more = len(f["results"]) - max_coordinates
-            lines.append(f"  {f['logical_date']} {f['run_id']} (stored {f['stored_status']}): {coords}"
-                         + (f" and {more} more" if more > 0 else ""))
-    for g in report["not_replayable"]:
-        lines.append("")
-        lines.append(f"{g['metric_key']} steps={g['steps_key']}: not replayable: {g['reason']}")
-    s = report["summary"]
-    lines.append("")
-    if st["declarations"] == "given" and not s.get("replayable_declarations", 1):
-        lines.append(f"no declaration replayable: none of the {s['nights']} night(s) was judged "
-                     f"(stored: {s['stored_untrusted']} untrusted)")
-        return "\n".join(lines)
-    lines.append(f"{s['would_fail']} of {s['nights']} night(s) would fail (stored: {s['stored_untrusted']} untrusted)")
-    lines.append(f"newly failing (stored trusted): {', '.join(s['newly_failing']) or 'none'}")
-    lines.append(f"no longer failing (stored untrusted): {', '.join(s['no_longer_failing']) or 'none'}")
-    return "\n".join(lines)
+    def _not_replayable(self) -> list[dict]:
+        """Take the given declarations that no night could judge out of the report; say why for each."""
+        not_replayable = []
+        for gk, gate in list(self.gates.items()):
+            if self.given and gate.judged == 0 and not gate.failed:
+                s = gate.summary
+                literals = sorted(self.stored_literals.get(s["metric_key"], ()))
+                why = (f"steps literal {s['steps_key']} was never stored for {s['metric_key']} (stored: "
+                       f"{', '.join(literals)}); a new steps literal re-keys its coordinates, so replay has no "
+                       "values for it" if literals else f"metric {s['metric_key']} was never stored for this series")
+                not_replayable.append({**s, "reason": why})
+                del self.gates[gk]
+        return not_replayable

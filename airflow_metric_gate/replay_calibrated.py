@@ -20,18 +20,23 @@ from typing import Any
 
 from airflow_metric_gate.decision import policy_of
 from airflow_metric_gate.decision.calibrated import Candidate, choose_history, night_trusted
-from airflow_metric_gate.declarations import GateDeclaration, collapse_duplicates
+from airflow_metric_gate.declarations import GateDeclaration
 from airflow_metric_gate.enums import STATUSES
 from airflow_metric_gate.judging import judge_calibrated, judge_run, merge_judgements, outcome_of
-from airflow_metric_gate.pipeline import candidate_limit, check_evaluate_options
+from airflow_metric_gate.pipeline import candidate_limit
+from airflow_metric_gate.replay_reading import (
+    Key,
+    by_logical_date,
+    changed_while_read,
+    checked_declarations,
+    same_literal,
+    series_nights,
+)
 from airflow_metric_gate.replay_report import replay_summary
 from airflow_metric_gate.rules import declaration_summary
-from airflow_metric_gate.store import MetricStore, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store import MetricStore
 
 __all__ = ["replay_calibrated"]
-
-Key = tuple[str, str, str]
-
 
 class _Night:
     __slots__ = ("run", "values", "errors", "outcomes", "trusted")
@@ -62,18 +67,12 @@ def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str,
     :param trust: ``replayed`` or ``stored``: which trust decides that a night feeds later baselines.
     :param policy: the policy of the declarations that set none; ``None``: as they are.
     """
-    check_evaluate_options(history_limit=history_limit, min_history=min_history, aggregate=aggregate)
-    if trust not in ("replayed", "stored"):
-        raise StoreInputError(f"trust must be one of replayed, stored, got {trust!r}")
-    warnings: list[str] = []
+    declarations, warnings = checked_declarations(declarations, history_limit=history_limit,
+                                                  min_history=min_history, aggregate=aggregate, trust=trust)
     given: dict[Key, dict] | None = None
     if declarations is not None:
-        declarations, warnings = collapse_duplicates(declarations)
         given = {(d.metric_key, d.steps_key, d.constraint_key): declaration_summary(d) for d in declarations}
-    runs_and_blocks = store.series_runs_and_blocks(series, backend, suite)
-    if not runs_and_blocks:
-        raise StoreInputError(f"the metric store has no run of series {series!r} (backend {backend!r}, "
-                              f"suite {suite!r}); nothing to replay")
+    runs_and_blocks = series_nights(store, series, backend, suite)
     stream = store.iter_series_points(series, backend, suite)
     nights: list[_Night] = []
     expected = 0
@@ -87,8 +86,7 @@ def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str,
             night.errors[(e["metric_key"], e["steps_key"], e["constraint_key"])] = e["message"]
         nights.append(night)
     if next(iter(stream), None) is not None or sum(len(v) for n in nights for v in n.values.values()) != expected:
-        raise StoreUnavailable(f"the stored nights of series {series!r} changed while replay read them; nothing is "
-                               "reported: run replay again")
+        raise changed_while_read(series)
 
     failed: dict[Key, list] = {}
     gate_summaries: dict[Key, dict] = {}
@@ -97,12 +95,7 @@ def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str,
     report_nights = []
     totals = {s: 0 for s in STATUSES}
     done: list[_Night] = []
-    start = 0
-    for i in range(1, len(nights) + 1):
-        if i < len(nights) and nights[i].run.logical_date == nights[start].run.logical_date:
-            continue
-        group = nights[start:i]
-        start = i
+    for group in by_logical_date(nights, lambda night: night.run.logical_date):
         for night in group:
             entry = _judge(night, done, group, given, policy, trust, history_limit=history_limit,
                            min_history=min_history, aggregate=aggregate, failed=failed, summaries=gate_summaries)
@@ -130,7 +123,7 @@ def replay_calibrated(store: MetricStore, series: str, backend: str, suite: str,
     }
 
 
-def _judge(night: _Night, done: list[_Night], group: list[_Night], given: dict | None, policy: str | None,
+def _judge(night: _Night, done: list[_Night], group: Sequence[_Night], given: dict | None, policy: str | None,
            trust: str, *, history_limit: int, min_history: int, aggregate: str, failed: dict,
            summaries: dict) -> dict:
     run = night.run
@@ -221,17 +214,14 @@ def _routed(night: _Night, gates: Mapping[Key, Any]) -> tuple[dict, dict]:
         if stored is not None:
             values[key] = night.values[stored]
             continue
-        for (metric, steps, _), message in night.errors.items():
-            if (metric, steps) == key[:2]:
-                errors[key] = message
-                break
+        error_key = same_literal(key, night.errors)
+        if error_key is not None:
+            errors[key] = night.errors[error_key]
     return values, errors
 
 
 def _stored_key(night: _Night, key: Key) -> Key | None:
-    if key in night.values:
-        return key
-    return next((k for k in night.values if k[:2] == key[:2]), None)
+    return same_literal(key, night.values)
 
 
 def _latest_mark(night: _Night) -> str | None:

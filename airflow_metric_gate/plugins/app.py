@@ -15,16 +15,13 @@ indexes, and renders HTML with :mod:`airflow_metric_gate.plugins.pages`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import parse_qsl
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
-from marshmallow import Schema, ValidationError, fields, validate
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_metric_gate.accept import accept_level
@@ -42,115 +39,35 @@ from airflow_metric_gate.plugins.data import (
     worst_failures,
     worst_step,
 )
+from airflow_metric_gate.plugins.forms import MarkForm, accept_form, mark_form, mark_target
+from airflow_metric_gate.plugins.layout import message_page, series_link
 from airflow_metric_gate.plugins.metadata import EVALUATE_OPERATOR, open_ui_store, task_verdict
 from airflow_metric_gate.plugins.pages import (
-    STYLE_HASH,
     DeclarationView,
-    MarkForm,
     Picker,
-    accept_form,
     index_page,
-    mark_form,
-    mark_target,
-    message_page,
     overview_table,
-    series_link,
     series_page,
     task_page,
 )
+from airflow_metric_gate.plugins.web import MAX_FORM_BYTES as MAX_FORM_BYTES  # the limit, named where it holds
+from airflow_metric_gate.plugins.web import SECURITY_HEADERS as SECURITY_HEADERS
+from airflow_metric_gate.plugins.web import _form_body_schema, _html, _load, _parameters, posted_form
 from airflow_metric_gate.schemas.ui import (
-    MAX_MAP_INDEX,
     AcceptFormSchema,
-    MapIndex,
     MarkFormSchema,
     SeriesQuerySchema,
     TaskQuerySchema,
 )
-from airflow_metric_gate.store import StoreError, StoreInputError, StoreUnavailable
+from airflow_metric_gate.store import MetricStore, RunRow, StoreError, StoreInputError, StoreUnavailable
 from airflow_metric_gate.verdict import VERDICT_SCHEMA
 
 #: At most this many failing coordinates of one declaration get a history chart on the task page.
 CHARTS_PER_DECLARATION = 6
 #: Runs per page of the series page.
 RUNS_PER_PAGE = 50
-#: The largest form body ``POST /mark`` reads.
-MAX_FORM_BYTES = 16_384
 #: Steps offered by the series page's step picker.
 MAX_PICKER_STEPS = 5_000
-
-
-#: The headers of every response: pages need no script, load nothing, post only here, and may be
-#: framed only by the Airflow UI (served from the same origin); none is cached (forms carry tokens).
-SECURITY_HEADERS = {
-    "Content-Security-Policy": (
-        f"default-src 'none'; style-src '{STYLE_HASH}'; img-src 'self' data:; form-action 'self'; "
-        "base-uri 'none'; frame-ancestors 'self'"
-    ),
-    "X-Content-Type-Options": "nosniff",
-    "X-Frame-Options": "SAMEORIGIN",
-    "Referrer-Policy": "same-origin",
-    "Cache-Control": "no-store",
-}
-
-
-def _load(schema: Schema, data: Mapping[str, Any]) -> dict:
-    try:
-        return schema.load(dict(data))
-    except ValidationError as err:
-        raise HTTPException(400, f"invalid input: {json.dumps(err.messages, sort_keys=True)}") from err
-
-
-def _html(text: str, status_code: int = 200) -> HTMLResponse:
-    return HTMLResponse(text, status_code=status_code, headers={"Cache-Control": "no-store"})
-
-
-async def _form_body(request: Request) -> bytes:
-    """Read a form body of at most :data:`MAX_FORM_BYTES`, refusing a larger one before reading it.
-
-    A ``Content-Length`` over the limit is refused at once; a body without one (chunked) is read
-    chunk by chunk and refused as soon as it passes the limit, so a large body never sits in memory.
-    """
-    length = request.headers.get("content-length")
-    if length is not None:
-        if not length.isdigit():
-            raise HTTPException(400, "invalid Content-Length")
-        if int(length) > MAX_FORM_BYTES:
-            raise HTTPException(413, f"form too large (at most {MAX_FORM_BYTES} bytes)")
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_FORM_BYTES:
-            raise HTTPException(413, f"form too large (at most {MAX_FORM_BYTES} bytes)")
-    return bytes(body)
-
-
-def _parameters(schema: Schema) -> list[dict]:
-    """The OpenAPI query parameters of a marshmallow input schema (for the app's own OpenAPI document)."""
-    return [{"name": name, "in": "query", "required": f.required, "schema": _field_schema(f)}
-            for name, f in schema.fields.items()]
-
-
-def _field_schema(f: fields.Field) -> dict:
-    """The JSON schema of one input field, with the bounds its validators check."""
-    spec: dict[str, Any] = {"type": "integer" if isinstance(f, (fields.Integer, MapIndex)) else "string"}
-    if isinstance(f, MapIndex):
-        spec.update(minimum=-1, maximum=MAX_MAP_INDEX)
-    for v in f.validators:
-        if isinstance(v, validate.Range):
-            spec.update({k: b for k, b in (("minimum", v.min), ("maximum", v.max)) if b is not None})
-        elif isinstance(v, validate.Length):
-            spec.update({k: b for k, b in (("minLength", v.min), ("maxLength", v.max)) if b is not None})
-        elif isinstance(v, validate.OneOf):
-            spec["enum"] = list(v.choices)
-    return spec
-
-
-def _form_body_schema(schema: Schema) -> dict:
-    properties = {name: _field_schema(f) for name, f in schema.fields.items()}
-    required = [name for name, f in schema.fields.items() if f.required]
-    return {"requestBody": {"required": True, "content": {"application/x-www-form-urlencoded": {
-        "schema": {"type": "object", "properties": properties, "required": required}}}}}
-
 
 def create_app() -> FastAPI:
     """Return the plugin's FastAPI app (mounted by the api-server; no Airflow import at build time)."""
@@ -364,14 +281,9 @@ def create_app() -> FastAPI:
 
     @app.post("/mark", openapi_extra=_form_body_schema(MarkFormSchema()))
     async def mark(request: Request, user: auth.User) -> RedirectResponse:
-        body = await _form_body(request)
-        form = _load(MarkFormSchema(), dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)))
+        form = await posted_form(request, MarkFormSchema())
         with open_ui_store() as store:
-            run = store.get_run(form["run_id"])
-            dag_id = run.provenance.get("dag_id") if run is not None else None
-            if run is None or not auth.is_authorized(user, dag_id, "GET"):  # unknown and unreadable alike
-                raise HTTPException(404, f"no store run {form['run_id']} that you may read")
-            auth.require(user, dag_id, "PUT")
+            run = _editable_run(store, user, form["run_id"])
             auth.check_form_token(user, run, form["status"], form["token"])
             store.mark_run(
                 run.run_id, form["status"], reason=form["reason"], marked_by=auth.user_name(user),
@@ -381,14 +293,9 @@ def create_app() -> FastAPI:
 
     @app.post("/accept", openapi_extra=_form_body_schema(AcceptFormSchema()))
     async def accept(request: Request, user: auth.User) -> RedirectResponse:
-        body = await _form_body(request)
-        form = _load(AcceptFormSchema(), dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True)))
+        form = await posted_form(request, AcceptFormSchema())
         with open_ui_store() as store:
-            run = store.get_run(form["run_id"])
-            dag_id = run.provenance.get("dag_id") if run is not None else None
-            if run is None or not auth.is_authorized(user, dag_id, "GET"):  # unknown and unreadable alike
-                raise HTTPException(404, f"no store run {form['run_id']} that you may read")
-            auth.require(user, dag_id, "PUT")
+            run = _editable_run(store, user, form["run_id"])
             auth.check_form_token(user, run, _accept_action(form["since"]), form["token"])
             try:
                 accept_level(store, run.series, run.backend, run.suite, since=form["since"], reason=form["reason"],
@@ -403,3 +310,18 @@ def create_app() -> FastAPI:
 def _accept_action(since: str) -> str:
     """The action an accept form's token is bound to: accepting from this very night (the form cannot be edited)."""
     return f"accept:{since}"
+
+
+def _editable_run(store: MetricStore, user: Any, run_id: str) -> RunRow:
+    """The store run a form names, if the user may edit its DAG (an unknown run and an unreadable one: both 404).
+
+    :param store: the open store.
+    :param user: the signed-in user.
+    :param run_id: the store run id the form names.
+    """
+    run = store.get_run(run_id)
+    dag_id = run.provenance.get("dag_id") if run is not None else None
+    if run is None or not auth.is_authorized(user, dag_id, "GET"):
+        raise HTTPException(404, f"no store run {run_id} that you may read")
+    auth.require(user, dag_id, "PUT")
+    return run
