@@ -13,4 +13,5 @@ PYTHON=${PYTHON:-python3}
 if [ -f mkdocs.yml ]; then
     NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$(mktemp -d)"
 fi
-.venv/bin/python -m pytest "$@"
+# Two test processes (METRIC_GATE_TEST_WORKERS=0: one); the tests that start Airflow servers share one of them.
+.venv/bin/python -m pytest -n "${METRIC_GATE_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -104,10 +104,15 @@ FOLDER_MARKERS = {"unit": "unit", "integration": "integration", "dags": "dag", "
 #: Every test of these folders is slow (whole DAG runs, real Airflow components, a browser).  Elsewhere a slow
 #: module says so with ``pytestmark`` and a slow test with ``@pytest.mark.slow``.
 SLOW_FOLDERS = {"dags", "system", "browser"}
+#: These folders start Airflow servers of their own: under ``pytest -n`` their tests share one worker
+#: (``--dist loadgroup``), so two deployments never compete for the cores at once.
+SERVER_FOLDERS = {"system", "browser"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark each test with its folder's marker, and ``slow`` in the slow folders (``pytest -m "not slow"``)."""
+    """Mark each test with its folder's marker, ``slow`` in the slow folders (``pytest -m "not slow"``), and
+    one ``xdist_group`` for the tests that start Airflow servers."""
     here = os.path.dirname(os.path.abspath(__file__))
     for item in items:
         relative = os.path.relpath(str(item.path), here).split(os.sep)
@@ -116,6 +121,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(FOLDER_MARKERS[folder])
         if folder in SLOW_FOLDERS:
             item.add_marker("slow")
+        if folder in SERVER_FOLDERS:
+            item.add_marker(pytest.mark.xdist_group("airflow-servers"))
 
 
 # -- a local S3 server --------------------------------------------------------------------------
