@@ -786,4 +786,4 @@ def _drift(direction: str, levels: list[float], tonight: float, history: Sequenc
             return None
     # the report: the nights since the ramp began, its slope and the change against the level before it
     return {"start": dates[start], "slope": slope, "cumulative": slope * k, "side": side, "t": t,
-            "threshold": threshold, "anchor_nights": start, "nights": k, "false_alarm": DRIFT_FALSE_ALARM}
+            "threshold": threshold, "anchor_nights": start, "nights": k}
