@@ -24,8 +24,9 @@ The rules (docs/concepts.md, "The calibrated policy", is their contract):
   history, not one night) when nobody accepted or fixed it first.
 * **Within the night.**  The later steps' deviations against the earlier steps' (a night that
   gets worse part-way, a plateau), calibrated on the same contrast of the trusted nights.
-* **Slow drift.**  The recent nights' level is compared with the oldest half of the history (an
-  anchor the drift cannot drag along, since drifting nights are judged against it): a drift on the
+* **Slow drift.**  A ramp over the last :data:`DRIFT_RAMP_NIGHTS` nights is fitted against the
+  level of the nights before it (which the drifting nights cannot drag along), its noise measured
+  on the whole series, and kept only when it fits better than a single step: a drift on the
   regression side is reported with its start, slope and cumulative change, pages once, and is
   adopted like a level shift after :data:`SHIFT_ADOPT` nights.
 
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES, direction_of
-from airflow_metric_gate.decision.stats import mean_and_sd, median_sorted, ols_slope, t_quantile, trimmed_mean
+from airflow_metric_gate.decision.stats import mean_and_sd, median_sorted, t_quantile, trimmed_mean
 from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS
 from airflow_metric_gate.evaluation import Result, band_limits, constraint_params
 
@@ -89,8 +90,8 @@ SHIFT_ADOPT = 5
 ADOPTABLE = frozenset({"fail", "shift", "drift", "drift-continues"})
 #: Trusted nights the drift test needs.
 DRIFT_MIN = 10
-#: The recent nights (tonight included) whose level the drift test compares with the anchor.
-DRIFT_RECENT = 3
+#: The nights (tonight included) the drift test fits a ramp over; at most half the nights it judges.
+DRIFT_RAMP_NIGHTS = 10
 #: From this many judged steps on, the night statistic is taken as near normal (see :data:`HEAVY_TAIL_DF`).
 MANY_STEPS = 20
 #: The degrees of freedom, at most, of the night band of a declaration with fewer than
@@ -511,9 +512,10 @@ def judge_declaration(
         return Decision(outcome, step_results + [night], stored, report)
 
     # the untrusted nights since the last trusted one were judged against this same history: their levels count
-    since_trusted = [float(c.outcome["level"]) for c in choice.recent if c.outcome and "level" in c.outcome]
+    since = [c for c in choice.recent if c.outcome and "level" in c.outcome]
     drift = _drift(direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS,
-                   recent_levels=since_trusted)
+                   recent_levels=[float(c.outcome["level"]) for c in since if c.outcome],
+                   recent_dates=[c.logical_date for c in since])
     if drift is not None:
         continues = previous.get("o") in ("drift", "drift-continues")
         outcome = "drift-continues" if continues else "drift"
@@ -521,7 +523,8 @@ def judge_declaration(
         drift["continues"] = bool(continues)
         report["drift"] = drift
         text = (f"slow drift since {drift['start']}: {drift['slope'] * 100:+.2f} % a night, "
-                f"{_pct(drift['cumulative'])} in all against the oldest {drift['anchor_nights']} trusted night(s); "
+                f"{_pct(drift['cumulative'])} over its {drift['nights']} night(s) against the {drift['anchor_nights']} "
+                f"night(s) before it (t = {_fmt(drift['t'])}, band -+{_fmt(drift['threshold'])}); "
                 "every night stayed within its own band")
         night = Result(*key, None, None, FAIL, current=drift["t"], ref=0.0, n=len(levels), lo=-drift["threshold"],
                        hi=drift["threshold"], side=drift["side"], bound="drift", reason=text)
@@ -721,41 +724,66 @@ def _shape(direction: str, r_tonight: Sequence[float], per_night_r: Sequence[Seq
 
 
 def _drift(direction: str, levels: list[float], tonight: float, history: Sequence[Candidate],
-           logical_date: str, *, few_steps: bool, recent_levels: Sequence[float] = ()) -> dict | None:
-    """The slow-drift test: the recent nights' level against the oldest half of the trusted history.
+           logical_date: str, *, few_steps: bool, recent_levels: Sequence[float] = (),
+           recent_dates: Sequence[str] = ()) -> dict | None:
+    """The slow-drift test: a ramp over the last nights, fitted against the whole series' own noise.
 
-    The recent nights are tonight and the nights just before it, the untrusted ones since the
-    last trusted night included (``recent_levels``, judged against the same history), so a drift
-    reported once goes on only while the nights themselves stay off the anchor.
+    The series is the trusted nights' levels (all against tonight's baseline), the untrusted
+    nights since the last trusted one (``recent_levels``, judged against the same history) and
+    tonight.  Its last ``k`` nights (:data:`DRIFT_RAMP_NIGHTS`, at most half the series) are fitted
+    as a ramp from the level of the nights before them: ``level = a + b x r``, ``r = 0`` before the
+    ramp and ``1, 2, ..., k`` on it.  The nights before the ramp fix the level it is measured from,
+    so the drifting nights cannot drag it along; the residuals of every night give the noise, so
+    one night's spread is measured on the whole series, not on a part of it.  On nights that vary
+    independently around one level, ``t = b / se(b)`` is exactly Student's ``t`` with ``n - 2``
+    degrees of freedom (a regression on a fixed regressor), bounded at :data:`DRIFT_FALSE_ALARM`.
 
-    The recent level is the median of the last :data:`DRIFT_RECENT` nights (one odd night does not
-    make a drift); its variance is about 0.449 of one night's for three normal nights.
+    A step inside the ramp's nights fits a ramp too: the ramp is reported only when it fits the
+    series better than the best single step (its residual sum of squares is smaller), a step
+    being the level-shift and sustained-shift tests' to report.
+
+    :param direction: the declaration's regression direction.
+    :param levels: the trusted nights' levels, oldest first (``history`` order).
+    :param tonight: tonight's level.
+    :param history: the trusted nights.
+    :param logical_date: tonight's logical date.
+    :param few_steps: whether tonight has fewer than :data:`MANY_STEPS` judged steps (heavy tails).
+    :param recent_levels: the levels of the untrusted nights since the last trusted one.
+    :param recent_dates: their logical dates (for the drift's start).
     """
     if len(levels) < DRIFT_MIN:
         return None
-    series = [*levels, tonight]
-    anchor = levels[: len(levels) // 2]
-    recent = [*levels, *recent_levels, tonight][-DRIFT_RECENT:]
-    a_mean, a_sd = mean_and_sd(anchor)
-    if a_sd <= 0:
+    series = [*levels, *recent_levels, tonight]
+    dates = [c.logical_date for c in history] + list(recent_dates) + [logical_date]
+    n = len(series)
+    k = min(DRIFT_RAMP_NIGHTS, n // 2)
+    start = n - k
+    ramp = [0.0] * start + [float(i) for i in range(1, k + 1)]
+    r_mean = math.fsum(ramp) / n
+    y_mean = math.fsum(series) / n
+    sxx = math.fsum((r - r_mean) ** 2 for r in ramp)
+    slope = math.fsum((r - r_mean) * (y - y_mean) for r, y in zip(ramp, series)) / sxx
+    base = y_mean - slope * r_mean
+    ss_ramp = math.fsum((y - base - slope * r) ** 2 for r, y in zip(ramp, series))
+    if ss_ramp <= 0.0:
         return None
-    diff = median_sorted(sorted(recent)) - a_mean
-    t = diff / (a_sd * math.sqrt(0.449 + 1.0 / len(anchor)))
+    t = slope / math.sqrt(ss_ramp / (n - 2) / sxx)
     one_sided = direction != "both"
-    df = min(len(anchor) - 1, HEAVY_TAIL_DF) if few_steps else len(anchor) - 1
+    df = min(n - 2, HEAVY_TAIL_DF) if few_steps else n - 2
     threshold = t_quantile(1.0 - (DRIFT_FALSE_ALARM if one_sided else DRIFT_FALSE_ALARM / 2.0), df)
     side = _worse_side(direction, t, threshold)
     if side is None:
         return None
-    slope, _, _ = ols_slope(series)
-    if (slope > 0) != (side == "above"):
-        return None
-    # the drift started after the last night on the other side of the anchor's mean
-    start = len(series) - 1
-    while start > 0 and (series[start - 1] > a_mean) == (side == "above"):
-        start -= 1
-    dates = [c.logical_date for c in history] + [logical_date]
-    since = series[start:]
-    slope_since = ols_slope(since)[0] if len(since) >= 2 else slope
-    return {"start": dates[start], "slope": slope_since, "cumulative": tonight - a_mean, "side": side, "t": t,
-            "threshold": threshold, "anchor_nights": len(anchor), "nights": len(since)}
+    # a step fits no worse than the ramp: it is a level change, not a drift
+    total = math.fsum(series)
+    squares = math.fsum(y * y for y in series)
+    head = 0.0
+    for j in range(1, n):
+        head += series[j - 1]
+        tail = total - head
+        ss_step = squares - head * head / j - tail * tail / (n - j)
+        if ss_step <= ss_ramp:
+            return None
+    # the report: the nights since the ramp began, its slope and the change against the level before it
+    return {"start": dates[start], "slope": slope, "cumulative": slope * k, "side": side, "t": t,
+            "threshold": threshold, "anchor_nights": start, "nights": k}

@@ -274,13 +274,18 @@ def test_a_drift_goes_on_only_while_the_nights_since_it_stay_off_the_anchor():
     from airflow_metric_gate.decision.calibrated import _drift
 
     rng = random.Random(3)
-    levels = [rng.gauss(0.0, 0.01) for _ in range(18)] + [0.08, 0.09]  # the two last trusted nights drifted up
+    # the eight last trusted nights drifted up 1 % a night (every one within its own band)
+    levels = [rng.gauss(0.0, 0.01) for _ in range(12)] + [0.01 * (i + 1) + rng.gauss(0.0, 0.01) for i in range(8)]
     history = [Candidate(f"r{i}", f"night-{i:02d}", True) for i in range(len(levels))]
-    # without the untrusted nights since, the two drifted trusted nights would keep the drift going forever
-    assert _drift("up", levels, 0.0, history, "tonight", few_steps=False) is not None
+    # without the untrusted nights since, the drifted trusted nights would keep the drift going forever
+    assert _drift("up", levels, 0.09, history, "tonight", few_steps=False) is not None
     # the nights since the report (untrusted, judged against the same history) are back at the anchor: it ends
-    assert _drift("up", levels, 0.0, history, "tonight", few_steps=False, recent_levels=[0.001, -0.002]) is None
-    assert _drift("up", levels, 0.1, history, "tonight", few_steps=False, recent_levels=[0.09, 0.1]) is not None
+    assert _drift("up", levels, 0.0, history, "tonight", few_steps=False, recent_levels=[0.001, -0.002],
+                  recent_dates=["a", "b"]) is None
+    drift = _drift("up", levels, 0.11, history, "tonight", few_steps=False, recent_levels=[0.09, 0.1],
+                   recent_dates=["a", "b"])
+    assert drift is not None and drift["start"] == "night-13" and drift["nights"] == 10
+    assert 0.005 < drift["slope"] < 0.02 and abs(drift["cumulative"] - 10 * drift["slope"]) < 1e-12
 
 
 def test_a_night_worse_within_the_night_again_continues_without_paging():
