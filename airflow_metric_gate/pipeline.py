@@ -11,7 +11,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -46,8 +46,9 @@ from airflow_metric_gate.limits import (
 from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.rules import is_warning
 from airflow_metric_gate.selection import LAST_STEP, Selection, dropped_warnings, more_warnings, select_steps
-from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
+from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable
 from airflow_metric_gate.store.errors import RunRewritten
+from airflow_metric_gate.store.points import PointGroup
 from airflow_metric_gate.store.rows import PROVENANCE_COLUMNS, WindowRun
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, band_distance, build_verdict, calibrated_sections
 
@@ -266,17 +267,18 @@ def persist(
             continue
         ordinal += len(s.values)
 
-    def values() -> Iterator[ValueRow]:  # built chunk by chunk as the store writes them
-        ordinal = 0
-        for s in selections:
-            d = s.declaration
-            if s.error is not None:
-                ordinal += 1
-                continue
-            keys = (d.metric_key, d.steps_key, d.constraint_key)
-            for step, value, at_step in zip(s.steps, s.values, s.at_steps):
-                yield ValueRow(ordinal, *keys, step, value, at_step)
-                ordinal += 1
+    # the selections' own lists, declaration by declaration: no object per value
+    groups: list[PointGroup] = []
+    ordinal = 0
+    for s in selections:
+        d = s.declaration
+        if s.error is not None:
+            ordinal += 1
+            continue
+        if s.steps:
+            groups.append(PointGroup((d.metric_key, d.steps_key, d.constraint_key), ordinal, s.steps, s.values,
+                                     s.at_steps))
+        ordinal += len(s.steps)
 
     row = RunRow(
         run_id=run.run_id, series=identity.series, backend=identity.backend, suite=identity.suite,
@@ -284,7 +286,7 @@ def persist(
         provenance={**run.provenance, **({WARNINGS_KEY: [dict(w) for w in warnings]} if warnings else {})},
         declarations=[s.declaration.summary() for s in selections], selection_errors=errors,
     )
-    written = store.write_night(row, values, chunk=chunk)
+    written = store.write_columns(row, groups, chunk=chunk)
     return {"run_id": run.run_id, "rows": written.rows, "errors": len(errors), "declarations": len(selections),
             "write_version": written.write_version}
 

@@ -19,6 +19,7 @@ from typing import Any
 import psycopg2
 
 from airflow_metric_gate.store.base import MetricStore
+from airflow_metric_gate.store.points import PointRows
 from airflow_metric_gate.store.rows import POINT_COLUMNS, RunRow
 from airflow_metric_gate.store.schema import DEFAULT_PARTITION, RUN_KEY_MONTH_SHIFT, month_partition, run_key_month
 from airflow_metric_gate.store.urls import Timeouts, parse_postgres_url, scrub
@@ -62,11 +63,13 @@ def _sqlstate(exc: BaseException) -> str | None:
     return getattr(exc, "pgcode", None) or getattr(getattr(exc, "diag", None), "sqlstate", None)
 
 
-def copy_payload(rows: list[tuple]) -> str:
+def copy_payload(rows: PointRows | list[tuple]) -> str:
     """Return ``metric_points`` rows in ``COPY ... FROM STDIN`` text format (integers and floats only).
 
-    :param rows: ``(run_key, coordinate, value, at_step)`` tuples.
+    :param rows: a chunk's rows as columns, or ``(run_key, coordinate, value, at_step)`` tuples.
     """
+    if isinstance(rows, PointRows):
+        return rows.copy_text()
     return "".join(
         [f"{run_key}\t{coordinate}\t{value!r}\t{_NULL if at_step is None else at_step}\n"
          for run_key, coordinate, value, at_step in rows])
@@ -192,6 +195,7 @@ class PostgresStore(MetricStore):
 
     dialect = "postgres"
     _lock_rows = " FOR UPDATE"
+    _steps_digest_sql = "md5(string_agg(step::text, ',' ORDER BY coordinate))"
     outage_errors = _outage_errors()
     driver_errors = _driver_errors()
 
@@ -452,7 +456,7 @@ class PostgresStore(MetricStore):
             "ON n.oid = c.relnamespace WHERE c.relname = %s AND n.nspname = ANY (current_schemas(false)))", (name,))
         return bool(cur.fetchone()[0])
 
-    def _bulk_insert_values(self, cur: Any, rows: list[tuple]) -> None:
+    def _bulk_insert_values(self, cur: Any, rows: PointRows) -> None:
         data = copy_payload(rows)
         if hasattr(cur, "copy_expert"):  # psycopg2
             cur.copy_expert(_COPY_SQL, io.StringIO(data))
