@@ -449,6 +449,9 @@ def evaluate(
     decisions: dict = {}
     candidates: list | None = None
     starved_reasons: dict = {}
+    # a night's FAILs are not all held: of each reference declaration those the verdict can show
+    keep = None if all_results or max_results is None else max_results
+    reference_gates: dict = {}
     if len(calibrated) < len(gates):  # the reference policy (SPEC 6): one baseline read for the run
         reference_gates = {key: gate for key, gate in gates.items() if key not in calibrated}
         # read and judged chunk by chunk: a night's values and baselines are never held at once
@@ -458,7 +461,7 @@ def evaluate(
              if (v.metric_key, v.steps_key, v.constraint_key) not in calibrated),
             reference_gates,
             [e for e in run_errors if e[0] not in calibrated],
-            min_history=min_history, aggregate=aggregate, all_results=all_results,
+            min_history=min_history, aggregate=aggregate, all_results=all_results, keep=keep,
         )
         worst = _worst_distances(judgement)
         for key in reference_gates:
@@ -496,12 +499,19 @@ def evaluate(
             fields["allowlist_reason"] = gate["allowlist_reason"]
         key = (r.metric_key, r.steps_key, r.constraint_key)
         if blocks(r.status, gate, enforce=bool(enforce), outcome=continuing.get(key)):
-            blocking += 1
+            if keep is None or key in calibrated:  # the others are counted below
+                blocking += 1
             fields["blocking"] = True
         if key in calibrated:
             fields["policy"] = "calibrated"
         if fields:
             extras.append((i, fields))
+    if keep is not None:  # the reference declarations' results are not all kept: count them
+        for key in reference_gates:
+            for status in (FAIL, ERROR):
+                n = per_gate[key][status]
+                if n and blocks(status, gates[key], enforce=bool(enforce), outcome=continuing.get(key)):
+                    blocking += n
     cause = next((o["cause"] for o in outcomes.values() if o.get("cause")), None)
     if cause is None and not trusted:
         cause = next((f"{r.metric_key}: {r.reason}" for r in results if r.status in (FAIL, ERROR)), None)
@@ -512,7 +522,7 @@ def evaluate(
         logical_date=run.logical_date.isoformat(), results=results, trusted=trusted,
         enforced=bool(enforce or any(g["enforce"] for g in run.declarations)), blocking=blocking,
         all_results=all_results, max_results=max_results, max_bytes=max_bytes, extra_fields=extras,
-        counts=counts, declaration_counts=per_gate,
+        counts=counts, declaration_counts=per_gate, listed=None if keep is None else counts[FAIL] + counts[ERROR],
         warn_declarations=[key for key, gate in gates.items() if is_warning(gate)],
         sections=calibrated_sections(gates, decisions, starved_reasons),
     )
