@@ -417,7 +417,8 @@ class MetricStore:
         highest step are exactly its steps, numbered one after the other in the order given: then
         the coordinate of its ``i``-th step is the first plus ``i``.  The store says so in one row
         per declaration, its count, lowest and highest coordinate and a digest of its steps in
-        coordinate order (:attr:`_steps_digest_sql`); without such a digest nothing is aligned.
+        coordinate order (:attr:`_steps_digest_sql`; the dialect reads them with a lateral join);
+        without such a digest nothing is aligned.
         """
         if self._steps_digest_sql is None:
             return {}
@@ -429,14 +430,18 @@ class MetricStore:
         for start in range(0, len(entries), most):
             part = entries[start:start + most]
             by_declaration = {wanted[i][0]: i for i in part}
-            where = " OR ".join(["(declaration = %s AND step BETWEEN %s AND %s)"] * len(part))
             params: list[int] = []
             for i in part:
                 declaration, steps = wanted[i]
                 params += (declaration, min(steps), max(steps))
-            self._execute(cur, f"SELECT declaration, COUNT(*), MIN(coordinate), MAX(coordinate), "
-                          f"{self._steps_digest_sql} FROM coordinates WHERE {where} GROUP BY declaration", params)
+            # one index range per declaration (an OR of ranges is planned as one scan of them all)
+            self._execute(cur, "SELECT w.d, x.* FROM (VALUES " + ", ".join(["(%s, %s, %s)"] * len(part))
+                          + ") AS w (d, lo, hi) CROSS JOIN LATERAL (SELECT COUNT(*), MIN(coordinate), "
+                          f"MAX(coordinate), {self._steps_digest_sql} FROM coordinates "
+                          "WHERE declaration = w.d AND step BETWEEN w.lo AND w.hi) AS x", params)
             for declaration, count, first, last, digest in cur.fetchall():
+                if not count:
+                    continue
                 i = by_declaration[declaration]
                 steps = wanted[i][1]
                 n = len(steps)
