@@ -11,6 +11,8 @@ only in where the baselines come from: the store's read for one run, or replay's
 
 from __future__ import annotations
 
+import heapq
+import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -30,10 +32,17 @@ from airflow_metric_gate.evaluation import (
     night_result,
     step_z,
 )
-from airflow_metric_gate.rules import applies_persistence, mad_k, night_mean_k, tolerate_isolated_failures
+from airflow_metric_gate.rules import (
+    applies_persistence,
+    mad_k,
+    min_failing_steps,
+    night_mean_k,
+    tolerate_isolated_failures,
+)
+from airflow_metric_gate.verdict import DISTANCE_TINY
 
-__all__ = ["CalibratedJudgement", "Key", "RunJudgement", "judge_calibrated", "judge_run", "merge_judgements",
-           "outcome_of"]
+__all__ = ["CalibratedJudgement", "Key", "KeptResults", "RunJudgement", "judge_calibrated", "judge_run",
+           "merge_judgements", "outcome_of", "step_fail_distance"]
 
 #: A declaration's coordinate keys: ``(metric_key, steps_key, constraint_key)``.
 Key = tuple[str, str, str]
@@ -64,6 +73,7 @@ def judge_run(
     min_history: int,
     aggregate: str,
     all_results: bool = False,
+    keep: int | None = None,
 ) -> RunJudgement:
     """Judge one run's values against their baselines, with the run's declarations.
 
@@ -76,6 +86,9 @@ def judge_run(
     :param min_history: fewer baseline values make a coordinate INACTIVE.
     :param aggregate: ``mean`` or ``median``.
     :param all_results: keep every result, not only FAIL and ERROR.
+    :param keep: without ``all_results``: keep at most this many step FAILs and ERRORs of each
+        declaration, those the verdict can show (see :class:`KeptResults`), instead of all of them;
+        ``None`` keeps all.
     """
     counts = {status: 0 for status in STATUSES}
     per_gate = {key: {status: 0 for status in STATUSES} for key in declarations}
@@ -86,6 +99,13 @@ def judge_run(
     night_zs: dict[Key, list[float]] = {}  # the whole-night rule's robust z of each step, per declaration
     night_at: dict[Key, int] = {}  # where a declaration's whole-night result sorts: after its last value
     ordered: list[tuple[int, Result, Mapping[str, Any]]] = []
+    kept: KeptResults | None = None
+    if keep is not None and not all_results:
+        # the persistence rule turns a declaration's FAILs PASS one by one when it has fewer than its
+        # min_failing_steps: it must find them all
+        if applies_persistence(declarations.values()):
+            keep = max([keep, *(min_failing_steps(d) for d in declarations.values())])
+        kept = KeptResults(keep)
     last_key = None
     for key, step, at_step, value, order, baseline in values:
         if key is not last_key:  # a declaration's values usually come together: look it up once for them
@@ -103,14 +123,20 @@ def judge_run(
             gate = declarations[key]
             result = describe(key[0], key[1], key[2], step, at_step, value, len(baseline), judged,
                               gate["constraint"], min_history, aggregate, band_k)
-            ordered.append((order, result, gate))
+            if kept is None:
+                ordered.append((order, result, gate))
+            else:
+                kept.add(key, order, result, gate)
+    if kept is not None:
+        ordered = kept.items()
     for gate_counts in per_gate.values():
         for status, n in gate_counts.items():
             counts[status] += n
     if applies_persistence(declarations.values()):  # the opt-in rule min_failing_steps
         selected = Counter({key: sum(c.values()) for key, c in per_gate.items()})
-        ordered = tolerate_isolated_failures(ordered, counts, selected, keep_tolerated=all_results,
-                                             per_declaration=per_gate)
+        ordered = tolerate_isolated_failures(
+            ordered, counts, selected, keep_tolerated=all_results, per_declaration=per_gate,
+            fails=None if kept is None else Counter({key: c[FAIL] for key, c in per_gate.items() if c[FAIL]}))
     for key, zs in night_zs.items():  # after persistence: a whole night's FAIL is never tolerated
         night_k = rules[key][2]
         night = judge_night(zs, night_k)  # type: ignore[arg-type]  # night_zs: only declarations with a night_k
@@ -124,6 +150,88 @@ def judge_run(
         ordered.append((order, error_result(*key, message), declarations[key]))
     ordered.sort(key=lambda item: item[0])
     return RunJudgement(counts, per_gate, ordered, is_trusted(counts))
+
+
+def step_fail_distance(result: Result) -> float:
+    """Return how far a step's FAIL lies outside its band, as the verdict's summary reckons it.
+
+    :param result: a FAIL result of a step (it has ``current``, ``ref``, ``lo``, ``hi`` and ``side``).
+    """
+    scale = abs(result.ref)  # type: ignore[arg-type]  # a step FAIL has current, ref, lo and hi
+    if scale < DISTANCE_TINY:
+        scale = DISTANCE_TINY
+    if result.side == "above":
+        distance = (result.current - result.hi) / scale  # type: ignore[operator]  # as above
+    else:
+        distance = (result.lo - result.current) / scale  # type: ignore[operator]  # as above
+    return min(distance, sys.float_info.max)
+
+
+class KeptResults:
+    """The FAIL and ERROR results of a run's steps that a verdict can need, bounded per declaration.
+
+    A verdict lists at most ``max_results`` results, the FAILs by distance (ties in order), then the
+    ERRORs in order, and summarizes each declaration from all its results.  So of each declaration
+    it keeps the ``limit`` FAILs of largest distance and its first ``limit`` ERRORs (a superset of
+    those listed), and the FAILs that set its summary: the first in order, those at its smallest and
+    largest step, the first above and the first below its band.  The verdict built from them is the
+    verdict built from every result; the counts are taken apart from them.
+
+    :param limit: results of each kind to keep per declaration (at least one is kept).
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = max(1, limit)  # one at least: a declaration's summary names its first ERROR
+        self._fails: dict[Key, list[tuple[float, int, int, Result, Mapping[str, Any]]]] = {}
+        self._errors: dict[Key, list[tuple[int, Result, Mapping[str, Any]]]] = {}
+        self._marks: dict[Key, dict[str, tuple[int, Result, Mapping[str, Any], int | None]]] = {}
+
+    def add(self, key: Key, order: int, result: Result, gate: Mapping[str, Any]) -> None:
+        """Take one FAIL or ERROR result of a step.
+
+        :param key: its declaration's keys.
+        :param order: where it sorts (its ordinal).
+        :param result: the result.
+        :param gate: its declaration as stored with the run.
+        """
+        if result.status == ERROR:
+            errors = self._errors.setdefault(key, [])
+            if len(errors) < self.limit:
+                errors.append((order, result, gate))
+            return
+        heap = self._fails.setdefault(key, [])
+        # the smallest entry is the one to drop: the least distance, and on a tie the latest in order
+        entry = (step_fail_distance(result), -order, order, result, gate)
+        if len(heap) < self.limit:
+            heapq.heappush(heap, entry)
+        elif heap and entry[:2] > heap[0][:2]:
+            heapq.heapreplace(heap, entry)
+        marks = self._marks.setdefault(key, {})
+        step = result.at_step if result.step == -1 else result.step
+        if "first" not in marks:
+            marks["first"] = (order, result, gate, step)
+        if step is not None:
+            if "low" not in marks or step < marks["low"][3]:  # type: ignore[operator]  # a kept step is an int
+                marks["low"] = (order, result, gate, step)
+            if "high" not in marks or step > marks["high"][3]:  # type: ignore[operator]  # as above
+                marks["high"] = (order, result, gate, step)
+        side = "above" if result.side == "above" else "below"
+        if side not in marks:
+            marks[side] = (order, result, gate, step)
+
+    def items(self) -> list[tuple[int, Result, Mapping[str, Any]]]:
+        """Return the kept results as ``(order, result, declaration)``, in order."""
+        found: dict[int, tuple[int, Result, Mapping[str, Any]]] = {}
+        for heap in self._fails.values():
+            for _, _, order, result, gate in heap:
+                found[order] = (order, result, gate)
+        for marks in self._marks.values():
+            for order, result, gate, _ in marks.values():
+                found[order] = (order, result, gate)
+        for errors in self._errors.values():
+            for order, result, gate in errors:
+                found[order] = (order, result, gate)
+        return [found[order] for order in sorted(found)]
 
 
 def outcome_of(counts: Mapping[str, int]) -> str:

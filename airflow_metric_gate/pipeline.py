@@ -11,7 +11,7 @@ import hashlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -46,8 +46,9 @@ from airflow_metric_gate.limits import (
 from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.rules import is_warning
 from airflow_metric_gate.selection import LAST_STEP, Selection, dropped_warnings, more_warnings, select_steps
-from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable, ValueRow
+from airflow_metric_gate.store import MetricStore, RunRow, StoreInputError, StoreUnavailable
 from airflow_metric_gate.store.errors import RunRewritten
+from airflow_metric_gate.store.points import PointGroup
 from airflow_metric_gate.store.rows import PROVENANCE_COLUMNS, WindowRun
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, band_distance, build_verdict, calibrated_sections
 
@@ -266,17 +267,18 @@ def persist(
             continue
         ordinal += len(s.values)
 
-    def values() -> Iterator[ValueRow]:  # built chunk by chunk as the store writes them
-        ordinal = 0
-        for s in selections:
-            d = s.declaration
-            if s.error is not None:
-                ordinal += 1
-                continue
-            keys = (d.metric_key, d.steps_key, d.constraint_key)
-            for step, value, at_step in zip(s.steps, s.values, s.at_steps):
-                yield ValueRow(ordinal, *keys, step, value, at_step)
-                ordinal += 1
+    # the selections' own lists, declaration by declaration: no object per value
+    groups: list[PointGroup] = []
+    ordinal = 0
+    for s in selections:
+        d = s.declaration
+        if s.error is not None:
+            ordinal += 1
+            continue
+        if s.steps:
+            groups.append(PointGroup((d.metric_key, d.steps_key, d.constraint_key), ordinal, s.steps, s.values,
+                                     s.at_steps))
+        ordinal += len(s.steps)
 
     row = RunRow(
         run_id=run.run_id, series=identity.series, backend=identity.backend, suite=identity.suite,
@@ -284,7 +286,7 @@ def persist(
         provenance={**run.provenance, **({WARNINGS_KEY: [dict(w) for w in warnings]} if warnings else {})},
         declarations=[s.declaration.summary() for s in selections], selection_errors=errors,
     )
-    written = store.write_night(row, values, chunk=chunk)
+    written = store.write_columns(row, groups, chunk=chunk)
     return {"run_id": run.run_id, "rows": written.rows, "errors": len(errors), "declarations": len(selections),
             "write_version": written.write_version}
 
@@ -447,6 +449,9 @@ def evaluate(
     decisions: dict = {}
     candidates: list | None = None
     starved_reasons: dict = {}
+    # a night's FAILs are not all held: of each reference declaration those the verdict can show
+    keep = None if all_results or max_results is None else max_results
+    reference_gates: dict = {}
     if len(calibrated) < len(gates):  # the reference policy (SPEC 6): one baseline read for the run
         reference_gates = {key: gate for key, gate in gates.items() if key not in calibrated}
         # read and judged chunk by chunk: a night's values and baselines are never held at once
@@ -456,7 +461,7 @@ def evaluate(
              if (v.metric_key, v.steps_key, v.constraint_key) not in calibrated),
             reference_gates,
             [e for e in run_errors if e[0] not in calibrated],
-            min_history=min_history, aggregate=aggregate, all_results=all_results,
+            min_history=min_history, aggregate=aggregate, all_results=all_results, keep=keep,
         )
         worst = _worst_distances(judgement)
         for key in reference_gates:
@@ -494,12 +499,19 @@ def evaluate(
             fields["allowlist_reason"] = gate["allowlist_reason"]
         key = (r.metric_key, r.steps_key, r.constraint_key)
         if blocks(r.status, gate, enforce=bool(enforce), outcome=continuing.get(key)):
-            blocking += 1
+            if keep is None or key in calibrated:  # the others are counted below
+                blocking += 1
             fields["blocking"] = True
         if key in calibrated:
             fields["policy"] = "calibrated"
         if fields:
             extras.append((i, fields))
+    if keep is not None:  # the reference declarations' results are not all kept: count them
+        for key in reference_gates:
+            for status in (FAIL, ERROR):
+                n = per_gate[key][status]
+                if n and blocks(status, gates[key], enforce=bool(enforce), outcome=continuing.get(key)):
+                    blocking += n
     cause = next((o["cause"] for o in outcomes.values() if o.get("cause")), None)
     if cause is None and not trusted:
         cause = next((f"{r.metric_key}: {r.reason}" for r in results if r.status in (FAIL, ERROR)), None)
@@ -510,7 +522,7 @@ def evaluate(
         logical_date=run.logical_date.isoformat(), results=results, trusted=trusted,
         enforced=bool(enforce or any(g["enforce"] for g in run.declarations)), blocking=blocking,
         all_results=all_results, max_results=max_results, max_bytes=max_bytes, extra_fields=extras,
-        counts=counts, declaration_counts=per_gate,
+        counts=counts, declaration_counts=per_gate, listed=None if keep is None else counts[FAIL] + counts[ERROR],
         warn_declarations=[key for key, gate in gates.items() if is_warning(gate)],
         sections=calibrated_sections(gates, decisions, starved_reasons),
     )

@@ -123,6 +123,7 @@ def declaration_summary(gate: Any) -> dict[str, Any]:
 def tolerate_isolated_failures(
     items: list[tuple[Any, Any, Mapping[str, Any]]], counts: dict[str, int], selected: Counter, *,
     keep_tolerated: bool, per_declaration: Mapping[tuple[str, str, str], dict[str, int]] | None = None,
+    fails: Counter | None = None,
 ) -> list[tuple[Any, Any, Mapping[str, Any]]]:
     """Apply ``min_failing_steps`` to one run's results.
 
@@ -133,9 +134,12 @@ def tolerate_isolated_failures(
         declaration has in the run.
     :param keep_tolerated: keep the tolerated results (now PASS) in the returned list.
     :param per_declaration: the status counts of each declaration, updated in place too.
+    :param fails: how many FAIL results each declaration has, when ``items`` holds only some of
+        them (at least one of each declaration with any); by default counted from ``items``.
     :return: ``items`` with tolerated FAIL results turned PASS (or dropped).
     """
-    fails = Counter((r.metric_key, r.steps_key, r.constraint_key) for _, r, _ in items if r.status == FAIL)
+    if fails is None:
+        fails = Counter((r.metric_key, r.steps_key, r.constraint_key) for _, r, _ in items if r.status == FAIL)
     need = {}
     for _, r, gate in items:
         key = (r.metric_key, r.steps_key, r.constraint_key)

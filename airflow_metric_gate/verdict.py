@@ -199,6 +199,7 @@ def build_verdict(
     declaration_counts: Mapping[DeclarationKey, Mapping[str, int]] | None = None,
     warn_declarations: Collection[DeclarationKey] = (),
     sections: Mapping[str, object] | None = None,
+    listed: int | None = None,
 ) -> dict:
     """Assemble the versioned verdict.
 
@@ -225,6 +226,9 @@ def build_verdict(
     :param warn_declarations: the declarations of ``severity: warn``: their summary entries and
         results say ``"severity": "warn"`` (reported as warnings, never blocking).
     :param sections: further top-level fields (:func:`calibrated_sections`), added after ``truncated``.
+    :param listed: how many FAIL and ERROR results the run has, when ``results`` holds only those a
+        verdict can show (:class:`~airflow_metric_gate.judging.KeptResults`); ``truncated`` counts
+        the others too.  By default ``results`` holds them all.
     """
     if counts is None:
         counts = {status: 0 for status in STATUSES}
@@ -247,6 +251,7 @@ def build_verdict(
         errors = [i for i, r in enumerate(results) if r.status == ERROR]
         chosen = fails + errors
     kept = chosen if max_results is None else chosen[:max_results]
+    total = len(chosen) if listed is None or all_results else max(listed, len(chosen))
     verdict: dict[str, Any] = {
         "schema": VERDICT_SCHEMA,
         "series": series,
@@ -261,7 +266,7 @@ def build_verdict(
         "counts": counts,
         "summary": summary,
         "results": [{**results[i].to_dict(), **extras.get(i, {})} for i in kept],
-        "truncated": len(chosen) - len(kept),
+        "truncated": total - len(kept),
     }
     if sections:
         verdict.update(sections)
@@ -276,7 +281,7 @@ def build_verdict(
             else:
                 hi = mid - 1
         verdict["results"] = full[:lo]
-        verdict["truncated"] = len(chosen) - lo
+        verdict["truncated"] = total - lo
     return verdict
 
 

@@ -9,6 +9,10 @@ store: the first night has no history (cold), the second is judged against the f
     python benchmarks/memory.py                        # 10^5 and 10^6 points, Postgres and SQLite
     python benchmarks/memory.py --points 10000000 --stores postgres   # the 10^7 night (many minutes)
     python benchmarks/memory.py --scale smoke          # seconds; what CI runs (no limit judged)
+    python benchmarks/memory.py --failing --points 100000 1000000 --stores sqlite   # a night that fails
+
+With ``--failing`` the second night's values are ten times the first's: every one of its steps
+FAILs, the verdict's worst case (every FAIL result is judged, summarized and ranked).
 
 The operators' path runs, in one child process, what the four operators run one after the
 other: the record read as ``IngestRecordOperator`` reads it, read again and selected as
@@ -39,12 +43,16 @@ CONSTRAINT = "{rel_up: 0.5, abs_floor_up: 0.1, rel_down: 0.8, abs_floor_down: 0.
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
-def write_record(path: Path, points: int, night: int) -> None:
-    """Write ``points`` points over :data:`METRICS` metrics, one line per metric, a little different each night."""
+def write_record(path: Path, points: int, night: int, factor: float = 1.0) -> None:
+    """Write ``points`` points over :data:`METRICS` metrics, one line per metric, a little different each night.
+
+    :param factor: every value is multiplied by it (10: every step leaves a band set by factor 1).
+    """
     per = points // METRICS
     with open(path, "w") as fh:
         for m in range(METRICS):
-            values = ",".join(f"[{s},{1.0 + 0.001 * ((s * 7919 + m + night) % 1000)!r}]" for s in range(per))
+            values = ",".join(f"[{s},{factor * (1.0 + 0.001 * ((s * 7919 + m + night) % 1000))!r}]"
+                              for s in range(per))
             fh.write(f'{{"metric": "bench/metric_{m:03d}", "series": [{values}]}}\n')
 
 
@@ -93,8 +101,11 @@ def operators_child(record: str, store_url: str, night: int) -> None:
     assert len(json.dumps(verdict)) <= XCOM_MAX_BYTES
 
 
-def bench(points: int, store: str, pg_url: str, workdir: Path) -> dict:
-    """Peak memory of two nights of ``points`` points on one store, through the CLI and the operators."""
+def bench(points: int, store: str, pg_url: str, workdir: Path, *, failing: bool = False) -> dict:
+    """Peak memory of two nights of ``points`` points on one store, through the CLI and the operators.
+
+    :param failing: the second night fails at every step (its values ten times the first's).
+    """
     gates = workdir / "gates.yaml"
     write_gates(gates)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -107,7 +118,7 @@ def bench(points: int, store: str, pg_url: str, workdir: Path) -> dict:
     try:
         for night in (1, 2):
             record = workdir / f"record-{points}-{night}.jsonl"
-            write_record(record, points, night)
+            write_record(record, points, night, 10.0 if failing and night == 2 else 1.0)
             (workdir / f"{record.name}.gates.yaml").write_bytes(gates.read_bytes())
             cli = [sys.executable, "-m", "airflow_metric_gate.cli", "run", str(record), "--gates", str(gates),
                    "--series", "bench-cli", "--store", url, "--run-id", f"cli-n{night}",
@@ -135,18 +146,19 @@ def main() -> int:
     parser.add_argument("--stores", nargs="+", choices=("postgres", "sqlite"), default=["postgres", "sqlite"])
     parser.add_argument("--pg-url", default=os.environ.get("METRIC_GATE_BENCH_PG_URL",
                                                           "postgresql://postgres@127.0.0.1:5432/postgres"))
+    parser.add_argument("--failing", action="store_true", help="the second night FAILs at every step")
     parser.add_argument("--output", help="write the figures as JSON here")
     parser.add_argument("--child", nargs=3, metavar=("RECORD", "STORE", "NIGHT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         operators_child(args.child[0], args.child[1], int(args.child[2]))
         return 0
-    figures: dict = {"scale": args.scale, "limit_bytes": LIMIT_BYTES, "runs": {}}
+    figures: dict = {"scale": args.scale, "limit_bytes": LIMIT_BYTES, "failing": args.failing, "runs": {}}
     print(f"{'points':>10} {'store':>8} {'path':>9} {'peak MiB':>9} {'B/point':>8} {'s/night':>8}")
     with tempfile.TemporaryDirectory(prefix="mg-memory-") as tmp:
         for points in args.points or SCALES[args.scale]:
             for store in args.stores:
-                found = bench(points, store, args.pg_url, Path(tmp))
+                found = bench(points, store, args.pg_url, Path(tmp), failing=args.failing)
                 figures["runs"][f"{store}_{points}"] = found
                 for path in ("cli", "operators"):
                     peak = found[f"{path}_peak_rss_bytes"]

@@ -10,20 +10,30 @@ its store run id, so writing the same run again replaces its rows instead of add
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from itertools import chain
+from itertools import chain, islice, repeat
+from operator import gt
 from typing import Any
 
 from airflow_metric_gate.chunking import batched, chunk_points
 from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.enums import JUDGED_STATUSES, Role, RunStatus
 from airflow_metric_gate.store.errors import RunRewritten, StoreFailure, StoreInputError, StoreUnavailable
-from airflow_metric_gate.store.points import AT_STEP_SQL, Block, Ordinals, blocks_of, read_at_step, stored_at_step
+from airflow_metric_gate.store.points import (
+    AT_STEP_SQL,
+    Block,
+    Ordinals,
+    PointGroup,
+    PointRows,
+    blocks_of,
+    read_at_step,
+)
 from airflow_metric_gate.store.rows import (
     POINT_COLUMNS,
     PROVENANCE_COLUMNS,
@@ -71,6 +81,9 @@ class MetricStore:
     outage_errors: tuple[type[BaseException], ...] = ()
     #: Base class of the driver's errors.
     driver_errors: tuple[type[BaseException], ...] = ()
+    #: SQL of the digest of ``coordinates.step`` in coordinate order, as :func:`steps_digest`
+    #: computes it (``None``: the dialect has none, coordinates are always read).
+    _steps_digest_sql: str | None = None
     #: Opened for a caller that only reads: the schema is checked, never created or upgraded.
     read_only = False
 
@@ -291,7 +304,7 @@ class MetricStore:
 
     # -- writes --------------------------------------------------------------------------------
 
-    def _bulk_insert_values(self, cur: Any, rows: list[tuple]) -> None:
+    def _bulk_insert_values(self, cur: Any, rows: PointRows) -> None:
         """Insert ``metric_points`` rows ``(run_key, coordinate, value, at_step)`` (dialects bulk-load)."""
         placeholders = ", ".join(["%s"] * len(POINT_COLUMNS))
         cur.executemany(
@@ -353,83 +366,155 @@ class MetricStore:
                               "ON CONFLICT DO NOTHING"), missing)
         return ids
 
-    def _coordinate_ids(self, cur: Any, declaration: int, steps: list[int]) -> dict[int, int]:
-        """Return the coordinate of each step of one declaration, adding those the store does not have.
+    def _coordinates_of(self, cur: Any, wanted: Sequence[tuple[int, Sequence[int]]]) -> list[Sequence[int]]:
+        """Return the coordinates of the steps of each ``(declaration, steps)``, adding those the store lacks.
 
-        Only the coordinates between the lowest and the highest of these steps are read (one index
-        range), so a chunk of a large declaration reads about as many coordinates as it has steps.
+        A declaration whose steps the store holds already, numbered one after the other in the order
+        given (every night after the first), is confirmed by one summary row per declaration
+        (:meth:`_aligned_coordinates`) and comes back as a ``range``.  The others are read, a range of
+        steps per declaration (so a chunk of a large declaration reads about as many coordinates as it
+        has steps), in as few statements as :attr:`max_parameters` allows.
 
-        :param declaration: the declaration's id.
-        :param steps: the steps, in ordinal order (new coordinates are numbered in it).
+        :param wanted: ``(declaration id, steps in ordinal order)``; new coordinates are numbered in it.
+        :return: the coordinates, parallel to each entry's steps.
         """
-        sql = "SELECT step, coordinate FROM coordinates WHERE declaration = %s AND step BETWEEN %s AND %s"
-        params = (declaration, min(steps), max(steps))
-        self._execute(cur, sql, params)
-        known = dict(cur.fetchall())
-        missing = [step for step in steps if step not in known]
+        aligned = self._aligned_coordinates(cur, wanted)
+        out: list[Sequence[int]] = [
+            range(aligned[i], aligned[i] + len(steps)) if i in aligned else () for i, (_, steps) in enumerate(wanted)]
+        rest = [i for i in range(len(wanted)) if i not in aligned]
+        if not rest:
+            return out
+        ranges: dict[int, tuple[int, int]] = {}
+        for i in rest:
+            declaration, steps = wanted[i]
+            lo, hi = min(steps), max(steps)
+            if declaration in ranges:
+                lo, hi = min(lo, ranges[declaration][0]), max(hi, ranges[declaration][1])
+            ranges[declaration] = (lo, hi)
+        known = self._read_coordinates(cur, ranges)
+        missing: dict[int, list[int]] = {}
+        for i in rest:
+            declaration, steps = wanted[i]
+            have = known[declaration]
+            seen = set(missing.get(declaration, ()))
+            for step in steps:
+                if step not in have and step not in seen:
+                    seen.add(step)
+                    missing.setdefault(declaration, []).append(step)
         if missing:
-            self._insert_coordinates(cur, declaration, missing)
-            self._execute(cur, sql, params)
-            known = dict(cur.fetchall())
+            for declaration, steps in missing.items():
+                self._insert_coordinates(cur, declaration, steps)
+            known.update(self._read_coordinates(cur, {d: ranges[d] for d in missing}))
+        for i in rest:
+            declaration, steps = wanted[i]
+            out[i] = list(map(known[declaration].__getitem__, steps))
+        return out
+
+    def _aligned_coordinates(self, cur: Any, wanted: Sequence[tuple[int, Sequence[int]]]) -> dict[int, int]:
+        """Return ``{position in wanted: first coordinate}`` of the entries the store holds aligned.
+
+        An entry is aligned when the store's coordinates of its declaration between its lowest and
+        highest step are exactly its steps, numbered one after the other in the order given: then
+        the coordinate of its ``i``-th step is the first plus ``i``.  The store says so in one row
+        per declaration, its count, lowest and highest coordinate and a digest of its steps in
+        coordinate order (:attr:`_steps_digest_sql`; the dialect reads them with a lateral join);
+        without such a digest nothing is aligned.
+        """
+        if self._steps_digest_sql is None:
+            return {}
+        declarations = [declaration for declaration, _ in wanted]
+        entries = [i for i, d in enumerate(declarations) if declarations.count(d) == 1] \
+            if len(set(declarations)) != len(declarations) else list(range(len(wanted)))
+        aligned: dict[int, int] = {}
+        most = max(1, min(_KEY_BATCH, self.max_parameters // 3))
+        for start in range(0, len(entries), most):
+            part = entries[start:start + most]
+            by_declaration = {wanted[i][0]: i for i in part}
+            params: list[int] = []
+            for i in part:
+                declaration, steps = wanted[i]
+                params += (declaration, min(steps), max(steps))
+            # one index range per declaration (an OR of ranges is planned as one scan of them all)
+            self._execute(cur, "SELECT w.d, x.* FROM (VALUES " + ", ".join(["(%s, %s, %s)"] * len(part))
+                          + ") AS w (d, lo, hi) CROSS JOIN LATERAL (SELECT COUNT(*), MIN(coordinate), "
+                          f"MAX(coordinate), {self._steps_digest_sql} FROM coordinates "
+                          "WHERE declaration = w.d AND step BETWEEN w.lo AND w.hi) AS x", params)
+            for declaration, count, first, last, digest in cur.fetchall():
+                if not count:
+                    continue
+                i = by_declaration[declaration]
+                steps = wanted[i][1]
+                n = len(steps)
+                if count == n and last - first + 1 == n and digest == steps_digest(steps):
+                    aligned[i] = int(first)
+        return aligned
+
+    def _read_coordinates(self, cur: Any, ranges: Mapping[int, tuple[int, int]]) -> dict[int, dict[int, int]]:
+        """Return ``{declaration: {step: coordinate}}`` of the coordinates within each declaration's steps range."""
+        known: dict[int, dict[int, int]] = {declaration: {} for declaration in ranges}
+        items = list(ranges.items())
+        most = max(1, min(_KEY_BATCH, self.max_parameters // 3))
+        for start in range(0, len(items), most):
+            part = items[start:start + most]
+            where = " OR ".join(["(declaration = %s AND step BETWEEN %s AND %s)"] * len(part))
+            self._execute(cur, f"SELECT declaration, step, coordinate FROM coordinates WHERE {where}",
+                          [x for declaration, (lo, hi) in part for x in (declaration, lo, hi)])
+            for declaration, step, coordinate in cur.fetchall():
+                known[declaration][step] = coordinate
         return known
 
-    def _points_of(self, cur: Any, run_key: int, values: Sequence[ValueRow],
-                   declarations: dict[tuple[str, str, str], int]) -> tuple[list[tuple], list[tuple[int, int, int]]]:
-        """Return one chunk's ``metric_points`` rows and placements, numbering coordinates first seen.
+    def _points_of(self, cur: Any, run_key: int, groups: Sequence[PointGroup],
+                   declarations: dict[tuple[str, str, str], int]) -> tuple[PointRows, list[Block]]:
+        """Return one chunk's ``metric_points`` rows and blocks, numbering coordinates first seen.
 
-        :param values: the chunk's values, in ordinal order.
+        :param groups: the chunk's values, in ordinal order.
         :param declarations: the declaration ids known so far, by keys (added to).
-        :return: the rows ``(run_key, coordinate, value, at_step)`` sorted by coordinate, and
-            ``(ordinal, coordinate, declaration)`` of each value in ordinal order (for :func:`blocks_of`).
+        :return: the rows, sorted by coordinate, and the chunk's blocks in ordinal order.
         """
-        # a night's values come declaration by declaration: one group per run of equal keys
-        groups: list[tuple[tuple[str, str, str], list[ValueRow]]] = []
-        last: tuple[str, str, str] | None = None
-        members: list[ValueRow] = []
-        for v in values:
-            if last is None or v.metric_key != last[0] or v.steps_key != last[1] or v.constraint_key != last[2]:
-                last = (v.metric_key, v.steps_key, v.constraint_key)
-                members = []
-                groups.append((last, members))
-            members.append(v)
-        steps_of: dict[tuple[str, str, str], list[int]] = {}
-        for key, group in groups:
-            steps_of.setdefault(key, []).extend(v.step for v in group)
-        new = [key for key in steps_of if key not in declarations]
+        new = list(dict.fromkeys(g.keys for g in groups if g.keys not in declarations))
         if new:
             declarations.update(self._declaration_ids(cur, new, add=True))
-        coordinates = {key: self._coordinate_ids(cur, declarations[key], steps) for key, steps in steps_of.items()}
-        rows: list[tuple] = []
-        placed: list[tuple[int, int, int]] = []
-        for key, group in groups:
-            known = coordinates[key]
-            declaration = declarations[key]
-            for v in group:
-                step = v.step
-                coordinate = known[step]
-                at_step = v.at_step
-                stored = None if at_step == step else stored_at_step(step, at_step)
-                rows.append((run_key, coordinate, float(v.value), stored))
-                placed.append((v.ordinal, coordinate, declaration))
-        rows.sort(key=lambda r: r[1])
-        return rows, placed
+        ids = [declarations[g.keys] for g in groups]
+        found = self._coordinates_of(cur, [(d, g.steps) for d, g in zip(ids, groups)])
+        blocks: list[Block] = []
+        coordinates: list[int] = []
+        values: list[float] = []
+        stored: list[int | None] | None = None
+        for g, declaration, known in zip(groups, ids, found):
+            n = len(known)
+            if isinstance(known, range):  # as every night after the first: one block
+                blocks.append((known.start, g.ordinal, n, declaration))
+            else:
+                blocks.extend(blocks_of(zip(range(g.ordinal, g.ordinal + n), known, repeat(declaration))))
+            at = g.stored_at_steps()
+            if at is not None and stored is None:
+                stored = [None] * len(coordinates)
+            if stored is not None:
+                stored.extend([None] * n if at is None else at)
+            coordinates.extend(known)
+            values.extend(map(float, g.values))
+        if any(map(gt, coordinates, islice(coordinates, 1, None))):
+            order = sorted(range(len(coordinates)), key=coordinates.__getitem__)
+            coordinates = [coordinates[i] for i in order]
+            values = [values[i] for i in order]
+            if stored is not None:
+                stored = [stored[i] for i in order]
+        return PointRows(run_key, coordinates, values, stored), blocks
 
-    def _write_points(self, cur: Any, run_key: int, values: Iterable[ValueRow], chunk: int) -> int:
+    def _write_points(self, cur: Any, run_key: int, chunks: Iterable[Sequence[PointGroup]]) -> int:
         """Write a night's values chunk by chunk, then its blocks; return how many values.
 
-        :param values: the values in ordinal order (read once).
-        :param chunk: values per chunk: the rows built and sent at a time.
+        :param chunks: the values in ordinal order, a chunk at a time (read once).
         """
         declarations: dict[tuple[str, str, str], int] = {}
         blocks: list[Block] = []
         written = 0
-        for part in batched(values, chunk):
-            rows, placed = self._points_of(cur, run_key, part, declarations)
-            del part
+        for groups in chunks:
+            rows, found = self._points_of(cur, run_key, groups, declarations)
+            del groups
             self._bulk_insert_values(cur, rows)
             written += len(rows)
             del rows
-            found = blocks_of(placed)
             if blocks and found:  # a block that the chunk boundary cut in two is one block
                 c, o, n, d = blocks[-1]
                 fc, fo, fn, fd = found[0]
@@ -437,10 +522,11 @@ class MetricStore:
                     blocks[-1] = (c, o, n + fn, d)
                     found = found[1:]
             blocks.extend(found)
-        for part_blocks in batched(blocks, chunk):
-            cur.executemany(
-                self._sql("INSERT INTO run_blocks (run_key, coordinate, ordinal, length, declaration) "
-                          "VALUES (%s, %s, %s, %s, %s)"), [(run_key, *b) for b in part_blocks])
+        most = max(1, min(1000, self.max_parameters // 5))
+        for start in range(0, len(blocks), most):
+            part = blocks[start:start + most]
+            self._execute(cur, "INSERT INTO run_blocks (run_key, coordinate, ordinal, length, declaration) VALUES "
+                          + ", ".join(["(%s, %s, %s, %s, %s)"] * len(part)), [x for b in part for x in (run_key, *b)])
         return written
 
     def write_run(self, run: RunRow, values: Sequence[ValueRow]) -> int:
@@ -476,9 +562,6 @@ class MetricStore:
         :raises StoreInputError: on a non-finite value, unknown role or status, or a run id that
             belongs to another series identity.
         """
-        problem = Role.problem(run.role, "role") or RunStatus.problem(run.status, "status")
-        if problem:
-            raise StoreInputError(problem)
         chunk = chunk_points(chunk)
         if callable(values):
             produce = values
@@ -491,13 +574,47 @@ class MetricStore:
 
             def produce() -> Iterable[ValueRow]:
                 return given
-        for v in produce():
-            value = float(v.value)
-            if not math.isfinite(value):
-                raise StoreInputError(
-                    f"refusing to store non-finite value {value!r} for {v.metric_key} step {v.step}; "
-                    "nothing was written"
-                )
+
+        def check() -> None:
+            for v in produce():
+                _refuse_non_finite(float(v.value), v.metric_key, v.step)
+
+        def chunks() -> Iterator[list[PointGroup]]:
+            for part in batched(produce(), chunk):
+                yield groups_of(part)
+
+        return self._write(run, check, chunks)
+
+    def write_columns(self, run: RunRow, groups: Sequence[PointGroup], *, chunk: int | None = None) -> Written:
+        """Write a run and all its values atomically, as :meth:`write_night`, from columns.
+
+        The values come as they were selected, a :class:`~airflow_metric_gate.store.points.PointGroup`
+        of parallel lists per declaration, and are written without an object per value.
+
+        :param run: the run row (its status is written as given, normally ``pending``).
+        :param groups: the run's values in ordinal order, one group per stretch of consecutive
+            ordinals of one declaration.
+        :param chunk: values per chunk (default :func:`~airflow_metric_gate.chunking.chunk_points`).
+        :return: how many ``metric_values`` rows were written, and the write version.
+        :raises StoreInputError: as :meth:`write_night`.
+        """
+        chunk = chunk_points(chunk)
+
+        def check() -> None:
+            for g in groups:
+                if not all(map(math.isfinite, g.values)):
+                    for step, value in zip(g.steps, g.values):
+                        _refuse_non_finite(float(value), g.keys[0], step)
+
+        return self._write(run, check, lambda: chunk_groups(groups, chunk))
+
+    def _write(self, run: RunRow, check: Callable[[], None], chunks: Callable[[], Iterable[Sequence[PointGroup]]],
+               ) -> Written:
+        """Write a run: refuse a bad one (``check`` raises on a non-finite value), then its rows from ``chunks()``."""
+        problem = Role.problem(run.role, "role") or RunStatus.problem(run.status, "status")
+        if problem:
+            raise StoreInputError(problem)
+        check()
         prov = dict(run.provenance)
         columns = {key: prov.get(key) for key in PROVENANCE_COLUMNS}
         now = self._ts(datetime.now(timezone.utc))
@@ -543,7 +660,7 @@ class MetricStore:
             version, run_key = (int(x) for x in cur.fetchone())
             self._execute(cur, "DELETE FROM metric_points WHERE run_key = %s", (run_key,))
             self._execute(cur, "DELETE FROM run_blocks WHERE run_key = %s", (run_key,))
-            rows = self._write_points(cur, run_key, produce(), chunk)
+            rows = self._write_points(cur, run_key, chunks())
         return Written(rows, version)
 
     def set_status(self, run_id: str, status: str, reason: str | None = None, *, enforce: bool | None = None,
@@ -1667,6 +1784,67 @@ class MetricStore:
 _KEY_BATCH = 200
 #: At most this many coordinate ranges in one chunk's statements (see :func:`_chunk_ranges`).
 _RANGES_PER_CHUNK = 64
+
+
+def steps_digest(steps: Iterable[int]) -> str:
+    """Return the MD5 hex digest of steps written in decimal and joined by commas (as the store digests them).
+
+    :param steps: the steps, in order.
+    """
+    return hashlib.md5(",".join(map(str, steps)).encode(), usedforsecurity=False).hexdigest()
+
+
+def _refuse_non_finite(value: float, metric_key: str, step: int) -> None:
+    """Refuse a non-finite value before anything is written."""
+    if not math.isfinite(value):
+        raise StoreInputError(
+            f"refusing to store non-finite value {value!r} for {metric_key} step {step}; nothing was written"
+        )
+
+
+def groups_of(values: Iterable[ValueRow]) -> list[PointGroup]:
+    """Return values in ordinal order as groups: one per stretch of consecutive ordinals of one declaration.
+
+    :param values: the values, in ordinal order.
+    """
+    groups: list[PointGroup] = []
+    keys: tuple[str, str, str] | None = None
+    steps: list[int] = []
+    kept: list[float] = []
+    at_steps: list[int | None] = []
+    next_ordinal = 0
+    for v in values:
+        these = (v.metric_key, v.steps_key, v.constraint_key)
+        if these != keys or v.ordinal != next_ordinal:
+            keys, steps, kept, at_steps = these, [], [], []
+            groups.append(PointGroup(keys, v.ordinal, steps, kept, at_steps))
+        steps.append(v.step)
+        kept.append(v.value)
+        at_steps.append(v.at_step)
+        next_ordinal = v.ordinal + 1
+    return groups
+
+
+def chunk_groups(groups: Iterable[PointGroup], chunk: int) -> Iterator[list[PointGroup]]:
+    """Yield groups cut into chunks of at most ``chunk`` values (a group longer than the rest of a chunk is cut).
+
+    :param groups: the groups, in ordinal order.
+    :param chunk: the most values in one chunk (>= 1).
+    """
+    part: list[PointGroup] = []
+    room = chunk
+    for g in groups:
+        start, n = 0, len(g)
+        while start < n:
+            take = min(room, n - start)
+            part.append(g if take == n else g.part(start, start + take))
+            start += take
+            room -= take
+            if room == 0:
+                yield part
+                part, room = [], chunk
+    if part:
+        yield part
 
 
 def _first(item: tuple) -> Any:

@@ -11,9 +11,12 @@ nights before it is one block per declaration.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import repeat
 
-__all__ = ["AT_STEP_SQL", "Block", "Ordinals", "blocks_of", "read_at_step", "stored_at_step"]
+__all__ = [
+    "AT_STEP_SQL", "Block", "Ordinals", "PointGroup", "PointRows", "blocks_of", "read_at_step", "stored_at_step",
+]
 
 #: ``metric_points.at_step`` when a value has no real step (a ``"last"`` point without one); real
 #: steps are never negative.
@@ -113,3 +116,82 @@ class Ordinals:
 
     def __len__(self) -> int:
         return sum(b[2] for b in self.blocks)
+
+
+class PointGroup:
+    """Consecutive values of one declaration, as parallel lists: the columnar form a night is written in.
+
+    A selection's lists are passed as they are (no object per value); the store numbers their
+    coordinates and writes them.
+
+    :param keys: the declaration's ``(metric_key, steps_key, constraint_key)``.
+    :param ordinal: the ordinal of the first value (the others follow, one apart).
+    :param steps: the stored steps.
+    :param values: the values, parallel to ``steps``.
+    :param at_steps: the real steps, parallel to ``steps`` (``steps`` itself when they are the same).
+    """
+
+    __slots__ = ("keys", "ordinal", "steps", "values", "at_steps")
+
+    def __init__(self, keys: tuple[str, str, str], ordinal: int, steps: Sequence[int],
+                 values: Sequence[float], at_steps: Sequence[int | None]) -> None:
+        self.keys = keys
+        self.ordinal = ordinal
+        self.steps = steps
+        self.values = values
+        self.at_steps = at_steps
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def part(self, start: int, stop: int) -> PointGroup:
+        """Return the values from ``start`` to ``stop`` (positions in this group) as a group.
+
+        :param start: the first position.
+        :param stop: one past the last position.
+        """
+        steps = self.steps[start:stop]
+        at_steps = steps if self.at_steps is self.steps else self.at_steps[start:stop]
+        return PointGroup(self.keys, self.ordinal + start, steps, self.values[start:stop], at_steps)
+
+    def stored_at_steps(self) -> list[int | None] | None:
+        """Return what ``metric_points.at_step`` holds for each value, or ``None`` when every one is ``NULL``."""
+        steps, at_steps = self.steps, self.at_steps
+        if at_steps is steps or at_steps == steps:
+            return None
+        return [stored_at_step(s, a) for s, a in zip(steps, at_steps)]
+
+
+class PointRows:
+    """One chunk's ``metric_points`` rows of one run, as columns (iterating gives the row tuples).
+
+    :param run_key: the run's key.
+    :param coordinates: the rows' coordinates.
+    :param values: the values (floats), parallel to ``coordinates``.
+    :param at_steps: what ``metric_points.at_step`` holds, parallel; ``None`` when every one is ``NULL``.
+    """
+
+    __slots__ = ("run_key", "coordinates", "values", "at_steps")
+
+    def __init__(self, run_key: int, coordinates: list[int], values: list[float],
+                 at_steps: list[int | None] | None) -> None:
+        self.run_key = run_key
+        self.coordinates = coordinates
+        self.values = values
+        self.at_steps = at_steps
+
+    def __len__(self) -> int:
+        return len(self.coordinates)
+
+    def __iter__(self) -> Iterator[tuple[int, int, float, int | None]]:
+        at_steps: Iterable[int | None] = repeat(None) if self.at_steps is None else self.at_steps
+        return zip(repeat(self.run_key), self.coordinates, self.values, at_steps)
+
+    def copy_text(self) -> str:
+        """Return the rows in ``COPY ... FROM STDIN`` text format."""
+        if self.at_steps is None:
+            line = f"{int(self.run_key)}\t%d\t%r\t\\N\n".__mod__
+            return "".join(map(line, zip(self.coordinates, self.values)))
+        line = f"{int(self.run_key)}\t%d\t%r\t%s\n".__mod__
+        at = ["\\N" if a is None else str(int(a)) for a in self.at_steps]
+        return "".join(map(line, zip(self.coordinates, self.values, at)))

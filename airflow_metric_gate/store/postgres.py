@@ -19,11 +19,18 @@ from typing import Any
 import psycopg2
 
 from airflow_metric_gate.store.base import MetricStore
+from airflow_metric_gate.store.points import PointRows
 from airflow_metric_gate.store.rows import POINT_COLUMNS, RunRow
 from airflow_metric_gate.store.schema import DEFAULT_PARTITION, RUN_KEY_MONTH_SHIFT, month_partition, run_key_month
 from airflow_metric_gate.store.urls import Timeouts, parse_postgres_url, scrub
 
-_COPY_SQL = f"COPY metric_points ({', '.join(POINT_COLUMNS)}) FROM STDIN"
+
+def _copy_sql(table: str) -> str:
+    """The ``COPY`` of ``metric_points`` rows into ``table`` (a name as ``regclass`` prints it)."""
+    return f"COPY {table} ({', '.join(POINT_COLUMNS)}) FROM STDIN"
+
+
+_COPY_SQL = _copy_sql("metric_points")
 _ADVISORY_LOCK_KEY = 0x6D67617465  # "mgate"
 log = logging.getLogger(__name__)
 
@@ -62,11 +69,13 @@ def _sqlstate(exc: BaseException) -> str | None:
     return getattr(exc, "pgcode", None) or getattr(getattr(exc, "diag", None), "sqlstate", None)
 
 
-def copy_payload(rows: list[tuple]) -> str:
+def copy_payload(rows: PointRows | list[tuple]) -> str:
     """Return ``metric_points`` rows in ``COPY ... FROM STDIN`` text format (integers and floats only).
 
-    :param rows: ``(run_key, coordinate, value, at_step)`` tuples.
+    :param rows: a chunk's rows as columns, or ``(run_key, coordinate, value, at_step)`` tuples.
     """
+    if isinstance(rows, PointRows):
+        return rows.copy_text()
     return "".join(
         [f"{run_key}\t{coordinate}\t{value!r}\t{_NULL if at_step is None else at_step}\n"
          for run_key, coordinate, value, at_step in rows])
@@ -192,6 +201,7 @@ class PostgresStore(MetricStore):
 
     dialect = "postgres"
     _lock_rows = " FOR UPDATE"
+    _steps_digest_sql = "md5(string_agg(step::text, ',' ORDER BY coordinate))"
     outage_errors = _outage_errors()
     driver_errors = _driver_errors()
 
@@ -452,10 +462,28 @@ class PostgresStore(MetricStore):
             "ON n.oid = c.relnamespace WHERE c.relname = %s AND n.nspname = ANY (current_schemas(false)))", (name,))
         return bool(cur.fetchone()[0])
 
-    def _bulk_insert_values(self, cur: Any, rows: list[tuple]) -> None:
+    def _bulk_insert_values(self, cur: Any, rows: PointRows) -> None:
+        sql = _copy_sql(self._points_table(cur, rows.run_key))
         data = copy_payload(rows)
         if hasattr(cur, "copy_expert"):  # psycopg2
-            cur.copy_expert(_COPY_SQL, io.StringIO(data))
+            cur.copy_expert(sql, io.StringIO(data))
         else:  # psycopg 3
-            with self._waiting(), cur.copy(_COPY_SQL) as copy:
+            with self._waiting(), cur.copy(sql) as copy:
                 copy.write(data)
+
+    @staticmethod
+    def _points_table(cur: Any, run_key: int) -> str:
+        """Return the table a run's points are copied into: its month's partition, else ``metric_points``.
+
+        Copied straight into the partition, the rows skip the routing of each one (the partition's
+        own constraints still hold them to its months).  The write has locked ``metric_points``
+        already (it deleted the run's old points), so the partition is neither detached nor dropped
+        meanwhile; a partition this role may not insert into is left to the routing.
+        """
+        name = month_partition(run_key >> RUN_KEY_MONTH_SHIFT)[0]
+        cur.execute(
+            "SELECT c.oid::regclass::text FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c "
+            "ON c.oid = i.inhrelid WHERE i.inhparent = 'metric_points'::regclass AND c.relname = %s "
+            "AND has_table_privilege(c.oid, 'INSERT')", (name,))
+        found = cur.fetchone()
+        return str(found[0]) if found else "metric_points"
