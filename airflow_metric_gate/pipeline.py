@@ -637,12 +637,7 @@ def _judge_calibrated(store: MetricStore, run: RunRow, gates: dict, run_errors: 
     part = None
     for key, gate in gates.items():
         choice = choices[key]
-        current, others = store.declaration_night(run.run_id, key, needed)
-        found: dict[str, dict[int, float]] = {}
-        by_ordinal = {v.ordinal: v.step for v in current}
-        for ordinal, other, value in others:
-            found.setdefault(other, {})[by_ordinal[ordinal]] = value
-        del others, by_ordinal
+        current, found = store.declaration_night(run.run_id, key, needed)
         for c in choice.history:
             c.values = found.get(c.run_id, {})
         for c in choice.recent:

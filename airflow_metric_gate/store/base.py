@@ -1321,27 +1321,30 @@ class MetricStore:
 
     def declaration_night(
         self, run_id: str, key: tuple[str, str, str], run_ids: Sequence[str]
-    ) -> tuple[list[ValueRow], list[tuple[int, str, float]]]:
+    ) -> tuple[list[ValueRow], dict[str, dict[int, float]]]:
         """Return one declaration's values in a run, and its values in some other runs, in one transaction.
 
-        What :meth:`run_values` and :meth:`values_in_runs` return, for one declaration's coordinates
+        What :meth:`run_values` and :meth:`values_in_runs` read, for one declaration's coordinates
         only (read through their index ranges): a night judged declaration by declaration holds one
-        declaration's values and history at a time.
+        declaration's values and history at a time.  The other runs' values come in the shape the
+        calibrated policy judges them in: by run, then by step (each coordinate's step is the one
+        the run's own row gives it, so no ordinal is worked out per value).
 
         :param run_id: the store run id.
         :param key: the declaration's ``(metric_key, steps_key, constraint_key)``.
         :param run_ids: the other runs.
-        :return: the values in ordinal order, and ``(ordinal, other run id, value)`` rows.
+        :return: the values in ordinal order, and each other run's values by step (a run with
+            none of the declaration's coordinates is left out).
         """
         with self._transaction(indexed=True) as cur:
             run_key = self._run_key(cur, run_id)
             found = self._declaration_ids(cur, [key], add=False)
             if run_key is None or key not in found:
-                return [], []
+                return [], {}
             declaration = found[key]
             ordinals = self._ordinals(cur, run_key, declaration)
             if not ordinals.blocks:
-                return [], []
+                return [], {}
             names = list(run_ids)
             others: list[tuple[int, int]] = []
             for start in range(0, len(names), _KEY_BATCH):
@@ -1352,7 +1355,8 @@ class MetricStore:
                 others += [(start + i, keys[name]) for i, name in enumerate(chunk) if name in keys]
             most = self._ranges_per_chunk(len(others))
             current: list[ValueRow] = []
-            rows: list[tuple[int, str, float]] = []
+            # one dict per other run, by its position among ``others`` (the statement's ``k``)
+            by_position: list[dict[int, float]] = [{} for _ in others]
             for ranges in _chunk_ranges(ordinals, len(ordinals), most):
                 bounds = [(lo, hi) for lo, hi, _ in ranges]
                 flat = [b for r in bounds for b in r]
@@ -1360,17 +1364,20 @@ class MetricStore:
                               "JOIN coordinates c ON c.coordinate = p.coordinate "
                               "WHERE p.run_key = %s AND c.declaration = %s" + in_ranges("p.coordinate", len(bounds)),
                               [run_key, declaration, *flat])
+                fetched = cur.fetchall()
                 current += [ValueRow(ordinals.ordinal(coordinate), *key, step, value, read_at_step(step, at))
-                            for coordinate, step, value, at in cur.fetchall()]
+                            for coordinate, step, value, at in fetched]
                 if others:
+                    step_of = {int(coordinate): int(step) for coordinate, step, _, _ in fetched}
                     self._plan_bulk_join(cur)
                     self._execute(cur, run_values_sql(len(others), ranges=len(bounds)),
                                   baseline_params([k for _, k in others], run_key, bounds))
-                    rows += [(ordinals.ordinal(coordinate), names[others[k][0]], value)
-                             for coordinate, k, value in cur.fetchall()]
+                    for coordinate, k, value in cur.fetchall():
+                        by_position[k][step_of[coordinate]] = value
                     self._plan_bulk_join(cur, on=False)
+                del fetched
         current.sort(key=lambda v: v.ordinal)
-        return current, rows
+        return current, {names[i]: values for (i, _), values in zip(others, by_position) if values}
 
     def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
         """Return the history window of a run, in one statement (see :data:`HISTORY_WINDOW_SQL`).
