@@ -31,7 +31,7 @@ from pathlib import Path
 from airflow_metric_gate.declarations import GATE_DEFAULTS, declare
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, select
 from airflow_metric_gate.records import Record
-from airflow_metric_gate.store.base import BASELINE_RUNS_SQL
+from airflow_metric_gate.store.sql import BASELINE_RUNS_SQL
 from airflow_metric_gate.store.sqlite import SQLiteStore
 
 ROOT = Path(__file__).resolve().parents[1]

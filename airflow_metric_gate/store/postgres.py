@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
-import socket
-import threading
-import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,6 +15,17 @@ from typing import Any
 import psycopg2
 
 from airflow_metric_gate.store.base import MetricStore
+from airflow_metric_gate.store.pg_client import (
+    _LOCK_NOT_AVAILABLE,
+    _QUERY_CANCELED,
+    REFUSED_AT_CONNECT,
+    REFUSED_SQLSTATES,
+    _BoundedCursor,
+    _sqlstate,
+    _Watchdog,
+    driver_errors,
+    outage_errors,
+)
 from airflow_metric_gate.store.points import PointRows
 from airflow_metric_gate.store.rows import POINT_COLUMNS, RunRow
 from airflow_metric_gate.store.schema import DEFAULT_PARTITION, RUN_KEY_MONTH_SHIFT, month_partition, run_key_month
@@ -39,35 +46,6 @@ PARTITION_LOCK_MS = 2000
 
 
 _NULL = "\\N"
-_QUERY_CANCELED = "57014"
-_LOCK_NOT_AVAILABLE = "55P03"
-
-#: SQLSTATEs of the server's refusals that no retry cures: the settings or the grants are wrong.
-_REFUSED_SQLSTATES = {
-    "3D000": "the database does not exist",
-    "28000": "the server refused this user (role unknown, or no pg_hba.conf entry lets it in)",
-    "28P01": "the password was refused",
-    "42501": "permission denied",
-    "3F000": "the schema does not exist",
-}
-
-#: What libpq says when a connection is refused for its settings (a refusal at connection time
-#: carries no SQLSTATE in psycopg2): (text in the message, what it means).
-_REFUSED_AT_CONNECT = (
-    ("password authentication failed", "the password was refused"),
-    ("no password supplied", "the server asks for a password and none was given"),
-    ("no pg_hba.conf entry", "the server's pg_hba.conf lets no such connection in"),
-    ("permission denied", "permission denied"),
-    ("does not exist", "the database or the role does not exist"),
-    ("authentication failed", "authentication failed"),
-    ("is not permitted to log in", "the role may not log in"),
-)
-
-
-def _sqlstate(exc: BaseException) -> str | None:
-    """The SQLSTATE of a psycopg2 or psycopg 3 error, if it has one."""
-    return getattr(exc, "pgcode", None) or getattr(getattr(exc, "diag", None), "sqlstate", None)
-
 
 def copy_payload(rows: PointRows | list[tuple]) -> str:
     """Return ``metric_points`` rows in ``COPY ... FROM STDIN`` text format (integers and floats only).
@@ -79,110 +57,6 @@ def copy_payload(rows: PointRows | list[tuple]) -> str:
     return "".join(
         [f"{run_key}\t{coordinate}\t{value!r}\t{_NULL if at_step is None else at_step}\n"
          for run_key, coordinate, value, at_step in rows])
-
-
-#: Seconds an unarmed watchdog thread waits before it ends.
-_WATCHDOG_IDLE_S = 30.0
-
-
-class _Watchdog:
-    """Cuts a connection whose answer has not come within a deadline (one daemon thread per store).
-
-    libpq waits for the server's answer without a limit of its own: a server (or a proxy, a
-    firewall) that keeps the TCP connection open and says nothing would hold the client forever.
-    While armed, the watchdog shuts the connection's socket down at the deadline; the blocked call
-    then fails at once as a lost connection.
-    """
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._deadline: float | None = None
-        self._fd: int | None = None
-        self._thread: threading.Thread | None = None
-        #: Whether the last armed wait was cut.
-        self.fired = False
-
-    def arm(self, fd: int, seconds: float) -> None:
-        with self._cond:
-            self._fd, self._deadline, self.fired = fd, time.monotonic() + seconds, False
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._watch, name="metric-gate-store-watchdog", daemon=True)
-                self._thread.start()
-            self._cond.notify()
-
-    def disarm(self) -> None:
-        with self._cond:
-            self._fd = self._deadline = None
-
-    def _watch(self) -> None:
-        with self._cond:
-            while True:
-                if self._deadline is None:
-                    # an idle watchdog ends (a store opened per request leaves no thread behind)
-                    if not self._cond.wait(_WATCHDOG_IDLE_S) and self._deadline is None:
-                        self._thread = None
-                        return
-                    continue
-                remaining = self._deadline - time.monotonic()
-                if remaining > 0:
-                    self._cond.wait(remaining)
-                    continue
-                fd, self._fd, self._deadline = self._fd, None, None
-                if fd is not None:
-                    self.fired = True
-                    _shut_down(fd)
-
-
-def _shut_down(fd: int) -> None:
-    """Shut a socket down for both directions (its descriptor stays the driver's to close)."""
-    try:
-        with socket.socket(fileno=os.dup(fd)) as sock:
-            sock.shutdown(socket.SHUT_RDWR)
-    except OSError:  # already closed
-        pass
-
-
-class _BoundedCursor:
-    """A driver cursor whose calls that wait for the server are bounded by the store's watchdog."""
-
-    _WAITING = ("execute", "executemany", "copy_expert", "callproc")
-
-    def __init__(self, cursor: Any, store: PostgresStore) -> None:
-        self._cursor = cursor
-        self._store = store
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._cursor, name)
-        if name not in self._WAITING:
-            return attr
-
-        def bounded(*args: Any, **kwargs: Any) -> Any:
-            with self._store._waiting():
-                return attr(*args, **kwargs)
-
-        return bounded
-
-
-def _outage_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [psycopg2.OperationalError, psycopg2.InterfaceError]
-    try:
-        import psycopg
-
-        errors += [psycopg.OperationalError, psycopg.InterfaceError]
-    except ImportError:  # pragma: no cover - psycopg 3 is optional
-        pass
-    return tuple(errors)
-
-
-def _driver_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [psycopg2.Error]
-    try:
-        import psycopg
-
-        errors.append(psycopg.Error)
-    except ImportError:  # pragma: no cover
-        pass
-    return tuple(errors)
 
 
 class PostgresStore(MetricStore):
@@ -201,9 +75,11 @@ class PostgresStore(MetricStore):
 
     dialect = "postgres"
     _lock_rows = " FOR UPDATE"
+    _value_arrays = True
+    _byte_collation = ' COLLATE "C"'
     _steps_digest_sql = "md5(string_agg(step::text, ',' ORDER BY coordinate))"
-    outage_errors = _outage_errors()
-    driver_errors = _driver_errors()
+    outage_errors = outage_errors()
+    driver_errors = driver_errors()
 
     def __init__(
         self,
@@ -309,11 +185,11 @@ class PostgresStore(MetricStore):
         if not isinstance(exc, self.driver_errors):
             return None
         code = _sqlstate(exc)
-        meaning = _REFUSED_SQLSTATES.get(code) if code else None
+        meaning = REFUSED_SQLSTATES.get(code) if code else None
         if meaning is None and code is None and isinstance(exc, self.outage_errors):
             text = str(exc)
             if "FATAL" in text or "fe_sendauth" in text:
-                meaning = next((m for needle, m in _REFUSED_AT_CONNECT if needle in text), None)
+                meaning = next((m for needle, m in REFUSED_AT_CONNECT if needle in text), None)
         if meaning is None:
             return None
         return (
@@ -470,6 +346,11 @@ class PostgresStore(MetricStore):
         else:  # psycopg 3
             with self._waiting(), cur.copy(sql) as copy:
                 copy.write(data)
+
+    def _blocks_aggregate(self) -> str:
+        # The statement orders each run's blocks as the values are read.
+        return ("(SELECT json_agg(json_build_array(b.metric_key, b.steps_key, b.constraint_key, b.n) "
+                f"ORDER BY {self._key_order('b')})::text ")
 
     @staticmethod
     def _points_table(cur: Any, run_key: int) -> str:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from airflow_metric_gate.chunking import batched
-from airflow_metric_gate.store.base import _chunk_ranges
 from airflow_metric_gate.store.points import Ordinals
+from airflow_metric_gate.store.value_reads import _chunk_ranges
 
 
 def test_batched_keeps_every_item_in_order():

@@ -1,0 +1,269 @@
+"""Reading a night's values and the baselines of its coordinates, in bounded chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+from airflow_metric_gate.chunking import chunk_points
+from airflow_metric_gate.store.core import _KEY_BATCH, StoreCore
+from airflow_metric_gate.store.points import Ordinals, read_at_step
+from airflow_metric_gate.store.rows import ValueRow
+from airflow_metric_gate.store.sql import BASELINE_RUNS_SQL, baseline_params, baseline_sql, in_ranges, run_values_sql
+
+
+class StoreValueReads(StoreCore):
+    """Reads the values of a night and the history of each of its coordinates."""
+
+    def run_values_and_baselines(
+        self, run_id: str, history_limit: int
+    ) -> tuple[list[ValueRow], dict[int, list[float]]]:
+        """Read a run's values and, in one set-based statement, the baselines of all its coordinates.
+
+        The baseline of a coordinate is its values in the ``history_limit`` most recent runs of the
+        same series identity that are ``baseline`` and ``trusted``, have an earlier logical date, are
+        not the run itself, and do not precede the latest rebaseline marker.
+
+        The values come back unaggregated, so the caller's reference (an exactly rounded mean, or
+        a median) does not depend on the order the database returned them in.
+
+        :param run_id: the store run id.
+        :param history_limit: how many baseline runs to read.
+        :return: the run's values in ordinal order, and each ordinal's baseline values.
+        """
+        with self._transaction(indexed=True) as cur:
+            run_key = self._run_key(cur, run_id)
+            current, ordinals = self._read_run(cur, run_key)
+            history: dict[int, list[float]] = {}
+            base: list[int] = []
+            if current and history_limit > 0:
+                self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
+                base = [int(row[1]) for row in cur.fetchall()]
+            if base:
+                arrays = self._value_arrays
+                self._plan_bulk_join(cur)
+                self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_key))
+                at = ordinals.ordinal
+                if arrays:
+                    history = {at(coordinate): values for coordinate, values in cur.fetchall()}
+                else:
+                    history = _group_by_ordinal((at(coordinate), value) for coordinate, value in cur.fetchall())
+        return current, history
+
+    def iter_values_and_baselines(
+        self, run_id: str, history_limit: int, *, chunk: int | None = None
+    ) -> Iterator[tuple[ValueRow, list[float]]]:
+        """Yield a run's values with their baselines, in ordinal order, read chunk by chunk.
+
+        The same values and baselines as :meth:`run_values_and_baselines`, in one transaction, but
+        at most ``chunk`` coordinates are read and held at a time: one statement per chunk reads
+        their values, another their baselines (each baseline run's rows of those coordinates only,
+        through the (run, coordinate) key).
+
+        :param run_id: the store run id.
+        :param history_limit: how many baseline runs to read.
+        :param chunk: coordinates per chunk (default :func:`~airflow_metric_gate.chunking.chunk_points`).
+        """
+        chunk = chunk_points(chunk)
+        with self._transaction(indexed=True) as cur:
+            run_key = self._run_key(cur, run_id)
+            ordinals = self._ordinals(cur, run_key)
+            if run_key is None or not ordinals.blocks:
+                return
+            keys = self._declaration_keys(cur, ordinals.declarations())
+            base: list[int] = []
+            if history_limit > 0:
+                self._execute(cur, BASELINE_RUNS_SQL, (run_id, run_id, history_limit))
+                base = [int(row[1]) for row in cur.fetchall()]
+            arrays = self._value_arrays
+            most = self._ranges_per_chunk(len(base))
+            for ranges in _chunk_ranges(ordinals, chunk, most):
+                bounds = [(lo, hi) for lo, hi, _ in ranges]
+                steps: dict[int, int] = {}
+                for lo, hi, declaration in ranges:
+                    self._execute(cur, "SELECT coordinate, step FROM coordinates WHERE declaration = %s "
+                                  "AND coordinate BETWEEN %s AND %s", (declaration, lo, hi))
+                    steps.update(cur.fetchall())
+                self._execute(cur, "SELECT coordinate, value, at_step FROM metric_points WHERE run_key = %s"
+                              + in_ranges("coordinate", len(bounds)), [run_key, *[b for r in bounds for b in r]])
+                rows = sorted(((ordinals.ordinal(c), c, value, at_step) for c, value, at_step in cur.fetchall()),
+                              key=_first)
+                history: dict[int, list[float]] = {}
+                if base:
+                    self._plan_bulk_join(cur)
+                    self._execute(cur, baseline_sql(len(base), arrays=arrays, ranges=len(bounds)),
+                                  baseline_params(base, run_key, bounds))
+                    if arrays:
+                        history = {coordinate: values for coordinate, values in cur.fetchall()}
+                    else:
+                        history = _group_by_ordinal(cur.fetchall())  # grouped by coordinate here
+                    self._plan_bulk_join(cur, on=False)
+                no_values: list[float] = []
+                for ordinal, coordinate, value, at_step in rows:
+                    metric_key, steps_key, constraint_key = keys[ordinals.declaration(coordinate)]
+                    step = steps[coordinate]
+                    yield (ValueRow(ordinal, metric_key, steps_key, constraint_key, step, value,
+                                    read_at_step(step, at_step)), history.get(coordinate, no_values))
+
+    def _ranges_per_chunk(self, other_runs: int) -> int:
+        """How many coordinate ranges a chunk's statements bind, with ``other_runs`` branches besides the run's.
+
+        Every range binds two parameters in each branch: a chunk's statement stays below
+        :attr:`max_parameters`.
+        """
+        return max(1, min(_RANGES_PER_CHUNK, (self.max_parameters // (other_runs + 1) - 1) // 2))
+
+    def _read_run(self, cur: Any, run_key: int | None) -> tuple[list[ValueRow], Ordinals]:
+        """Return a run's values in ordinal order, and its blocks."""
+        ordinals = self._ordinals(cur, run_key)
+        if not ordinals.blocks:
+            return [], ordinals
+        keys = self._declaration_keys(cur, ordinals.declarations())
+        steps = self._steps(cur, ordinals)
+        self._execute(cur, "SELECT coordinate, value, at_step FROM metric_points WHERE run_key = %s", (run_key,))
+        out = []
+        for coordinate, value, at_step in cur.fetchall():
+            metric_key, steps_key, constraint_key = keys[ordinals.declaration(coordinate)]
+            step = steps[coordinate]
+            out.append(ValueRow(ordinals.ordinal(coordinate), metric_key, steps_key, constraint_key,
+                                step, value, read_at_step(step, at_step)))
+        out.sort(key=lambda v: v.ordinal)
+        return out, ordinals
+
+    def run_values(self, run_id: str) -> list[ValueRow]:
+        """Return a run's values in ordinal order.
+
+        :param run_id: the store run id.
+        """
+        with self._transaction(indexed=True) as cur:
+            return self._read_run(cur, self._run_key(cur, run_id))[0]
+
+    def values_in_runs(self, run_id: str, run_ids: Sequence[str]) -> list[tuple[int, str, float]]:
+        """Return, for each coordinate of a run, its value in each of some other runs, in one statement.
+
+        :param run_id: the store run id whose coordinates are read.
+        :param run_ids: the other runs.
+        :return: ``(ordinal, other run id, value)`` rows.
+        """
+        if not run_ids:
+            return []
+        names = list(run_ids)
+        with self._transaction(indexed=True) as cur:
+            run_key = self._run_key(cur, run_id)
+            ordinals = self._ordinals(cur, run_key)
+            keys: dict[str, int] = {}
+            for start in range(0, len(names), _KEY_BATCH):
+                chunk = names[start:start + _KEY_BATCH]
+                marks = ", ".join(["%s"] * len(chunk))
+                self._execute(cur, f"SELECT run_id, run_key FROM runs WHERE run_id IN ({marks})", chunk)
+                keys.update({rid: int(key) for rid, key in cur.fetchall()})
+            others = [(k, keys[name]) for k, name in enumerate(names) if name in keys]
+            if run_key is None or not others:
+                return []
+            self._plan_bulk_join(cur)
+            self._execute(cur, run_values_sql(len(others)), (*[key for _, key in others], run_key))
+            at = ordinals.ordinal
+            return [(at(coordinate), names[others[k][0]], value) for coordinate, k, value in cur.fetchall()]
+
+    def declaration_night(
+        self, run_id: str, key: tuple[str, str, str], run_ids: Sequence[str]
+    ) -> tuple[list[ValueRow], dict[str, dict[int, float]]]:
+        """Return one declaration's values in a run, and its values in some other runs, in one transaction.
+
+        What :meth:`run_values` and :meth:`values_in_runs` read, for one declaration's coordinates
+        only (read through their index ranges): a night judged declaration by declaration holds one
+        declaration's values and history at a time.  The other runs' values come in the shape the
+        calibrated policy judges them in: by run, then by step (each coordinate's step is the one
+        the run's own row gives it, so no ordinal is worked out per value).
+
+        :param run_id: the store run id.
+        :param key: the declaration's ``(metric_key, steps_key, constraint_key)``.
+        :param run_ids: the other runs.
+        :return: the values in ordinal order, and each other run's values by step (a run with
+            none of the declaration's coordinates is left out).
+        """
+        with self._transaction(indexed=True) as cur:
+            run_key = self._run_key(cur, run_id)
+            found = self._declaration_ids(cur, [key], add=False)
+            if run_key is None or key not in found:
+                return [], {}
+            declaration = found[key]
+            ordinals = self._ordinals(cur, run_key, declaration)
+            if not ordinals.blocks:
+                return [], {}
+            names = list(run_ids)
+            others: list[tuple[int, int]] = []
+            for start in range(0, len(names), _KEY_BATCH):
+                chunk = names[start:start + _KEY_BATCH]
+                marks = ", ".join(["%s"] * len(chunk))
+                self._execute(cur, f"SELECT run_id, run_key FROM runs WHERE run_id IN ({marks})", chunk)
+                keys = {rid: int(k) for rid, k in cur.fetchall()}
+                others += [(start + i, keys[name]) for i, name in enumerate(chunk) if name in keys]
+            most = self._ranges_per_chunk(len(others))
+            current: list[ValueRow] = []
+            # one dict per other run, by its position among ``others`` (the statement's ``k``)
+            by_position: list[dict[int, float]] = [{} for _ in others]
+            for ranges in _chunk_ranges(ordinals, len(ordinals), most):
+                bounds = [(lo, hi) for lo, hi, _ in ranges]
+                flat = [b for r in bounds for b in r]
+                self._execute(cur, "SELECT p.coordinate, c.step, p.value, p.at_step FROM metric_points p "
+                              "JOIN coordinates c ON c.coordinate = p.coordinate "
+                              "WHERE p.run_key = %s AND c.declaration = %s" + in_ranges("p.coordinate", len(bounds)),
+                              [run_key, declaration, *flat])
+                fetched = cur.fetchall()
+                current += [ValueRow(ordinals.ordinal(coordinate), *key, step, value, read_at_step(step, at))
+                            for coordinate, step, value, at in fetched]
+                if others:
+                    step_of = {int(coordinate): int(step) for coordinate, step, _, _ in fetched}
+                    self._plan_bulk_join(cur)
+                    self._execute(cur, run_values_sql(len(others), ranges=len(bounds)),
+                                  baseline_params([k for _, k in others], run_key, bounds))
+                    for coordinate, k, value in cur.fetchall():
+                        by_position[k][step_of[coordinate]] = value
+                    self._plan_bulk_join(cur, on=False)
+                del fetched
+        current.sort(key=lambda v: v.ordinal)
+        return current, {names[i]: values for (i, _), values in zip(others, by_position) if values}
+
+
+#: At most this many coordinate ranges in one chunk's statements (see :func:`_chunk_ranges`).
+_RANGES_PER_CHUNK = 64
+
+def _first(item: tuple) -> Any:
+    return item[0]
+
+def _chunk_ranges(ordinals: Ordinals, chunk: int, most: int) -> Iterator[list[tuple[int, int, int]]]:
+    """Split a run's coordinates into chunks in ordinal order: ``(lowest, highest, declaration)`` ranges.
+
+    A chunk holds at most ``chunk`` coordinates and ``most`` ranges; a block longer than a chunk
+    is cut into several.
+
+    :param ordinals: the run's blocks.
+    :param chunk: coordinates per chunk.
+    :param most: ranges per chunk.
+    """
+    ranges: list[tuple[int, int, int]] = []
+    size = 0
+    for coordinate, _, length, declaration in sorted(ordinals.blocks, key=lambda b: b[1]):
+        start = 0
+        while start < length:
+            take = min(length - start, chunk - size)
+            ranges.append((coordinate + start, coordinate + start + take - 1, declaration))
+            size += take
+            start += take
+            if size >= chunk or len(ranges) >= most:
+                yield ranges
+                ranges, size = [], 0
+    if ranges:
+        yield ranges
+
+def _group_by_ordinal(rows: Iterable[tuple[int, float]]) -> dict[int, list[float]]:
+    history: dict[int, list[float]] = {}
+    for ordinal, value in rows:
+        values = history.get(ordinal)
+        if values is None:
+            history[ordinal] = [value]
+        else:
+            values.append(value)
+    return history
