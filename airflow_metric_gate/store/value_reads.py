@@ -230,8 +230,10 @@ class StoreValueReads(StoreCore):
 #: At most this many coordinate ranges in one chunk's statements (see :func:`_chunk_ranges`).
 _RANGES_PER_CHUNK = 64
 
+
 def _first(item: tuple) -> Any:
     return item[0]
+
 
 def _chunk_ranges(ordinals: Ordinals, chunk: int, most: int) -> Iterator[list[tuple[int, int, int]]]:
     """Split a run's coordinates into chunks in ordinal order: ``(lowest, highest, declaration)`` ranges.
@@ -257,6 +259,7 @@ def _chunk_ranges(ordinals: Ordinals, chunk: int, most: int) -> Iterator[list[tu
                 ranges, size = [], 0
     if ranges:
         yield ranges
+
 
 def _group_by_ordinal(rows: Iterable[tuple[int, float]]) -> dict[int, list[float]]:
     history: dict[int, list[float]] = {}

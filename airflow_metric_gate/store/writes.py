@@ -255,6 +255,7 @@ def _refuse_non_finite(value: float, metric_key: str, step: int) -> None:
             f"refusing to store non-finite value {value!r} for {metric_key} step {step}; nothing was written"
         )
 
+
 def groups_of(values: Iterable[ValueRow]) -> list[PointGroup]:
     """Return values in ordinal order as groups: one per stretch of consecutive ordinals of one declaration.
 
@@ -276,6 +277,7 @@ def groups_of(values: Iterable[ValueRow]) -> list[PointGroup]:
         at_steps.append(v.at_step)
         next_ordinal = v.ordinal + 1
     return groups
+
 
 def chunk_groups(groups: Iterable[PointGroup], chunk: int) -> Iterator[list[PointGroup]]:
     """Yield groups cut into chunks of at most ``chunk`` values (a group longer than the rest of a chunk is cut).
