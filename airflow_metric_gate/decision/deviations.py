@@ -47,6 +47,7 @@ class _LeaveOneOut:
             return self.low
         return self.middle if x <= self.cut_hi else self.high
 
+
 def _scale(ordered: list[float], median: float) -> float:
     deviations = sorted(abs(v - median) for v in ordered)
     scale = MAD_TO_SD * median_sorted(deviations)
@@ -57,9 +58,11 @@ def _scale(ordered: list[float], median: float) -> float:
 _Deviations = tuple[dict[int, float], dict[int, float], dict[int, float], list[list[float]], list[list[int]],
                     list[list[float]]]
 
+
 def _columns_plain(steps: Sequence[int], history: Sequence[Candidate]) -> list[list[float]]:
     """Each of tonight's steps' trusted values, sorted: step by step."""
     return [sorted(c.values[step] for c in history if step in c.values) for step in steps]
+
 
 def _deviations_plain(judged: Sequence[int], steps: Sequence[int], columns: Sequence[list[float]],
                       refs: Sequence[float], history: Sequence[Candidate], log_scale: bool) -> _Deviations:
@@ -89,6 +92,7 @@ def _deviations_plain(judged: Sequence[int], steps: Sequence[int], columns: Sequ
             per_night_pos[j].append(pos)
             per_night_rel[j].append(v / ref - 1.0 if abs(ref) > _TINY else 0.0)
     return trefs, scales, floors, per_night_r, per_night_pos, per_night_rel
+
 
 class _Matrix:
     """One declaration's trusted values as a nights x steps matrix (NaN where a night lacks a step).
@@ -190,6 +194,7 @@ class _Matrix:
         log_floor = 2.0 * math.log(BLOWUP_RATIO)
         return (dict(zip(judged, trefs.tolist())), dict(zip(judged, scales)),
                 {i: t - log_floor for i, t in zip(judged, first)}, per_night_r, per_night_pos, per_night_rel)
+
 
 def _median_of_columns(ordered: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Each column's median (as :func:`median_sorted`) of its first ``counts`` values, sorted ascending."""

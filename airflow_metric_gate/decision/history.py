@@ -14,6 +14,8 @@ from airflow_metric_gate.evaluation import Result
 
 
 @dataclass
+
+
 class Candidate:
     """An earlier baseline night of the series, as the caller read it, for one declaration.
 
@@ -29,6 +31,7 @@ class Candidate:
     trusted: bool
     outcome: Mapping[str, Any] | None = None
     values: dict[int, float] = field(default_factory=dict)
+
 
 def night_trusted(run_status: str, marked: str | None, outcome: Mapping[str, Any] | None) -> bool:
     """Decide whether an earlier night feeds one declaration's baselines (trust per declaration).
@@ -47,6 +50,7 @@ def night_trusted(run_status: str, marked: str | None, outcome: Mapping[str, Any
         return outcome["o"] in TRUSTING_OUTCOMES
     return run_status == "trusted"
 
+
 @dataclass
 class HistoryChoice:
     """The history :func:`choose_history` picked for one declaration.
@@ -61,6 +65,7 @@ class HistoryChoice:
     recent: list[Candidate]
     adopted: Candidate | None = None
     earlier: int = 0
+
 
 def choose_history(candidates: Sequence[Candidate], history_limit: int) -> HistoryChoice:
     """Pick one declaration's baseline nights from the earlier nights of its series, newest last.
@@ -91,6 +96,7 @@ def choose_history(candidates: Sequence[Candidate], history_limit: int) -> Histo
             return HistoryChoice(shift[-history_limit:], [], adopted=shift[0], earlier=len(candidates))
     history = [c for c in candidates if c.trusted][-history_limit:]
     return HistoryChoice(history, recent, earlier=len(candidates))
+
 
 @dataclass
 class Decision:

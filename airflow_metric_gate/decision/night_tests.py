@@ -32,8 +32,10 @@ from airflow_metric_gate.evaluation import Result, band_limits, constraint_param
 def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
+
 def _pct(x: float) -> str:
     return f"{x * 100:+.1f} %"
+
 
 def _steps_text(steps: Sequence[int | None]) -> str:
     shown = [s for s in steps if s is not None]
@@ -42,6 +44,7 @@ def _steps_text(steps: Sequence[int | None]) -> str:
     if len(shown) <= 6:
         return "step(s) " + ", ".join(str(s) for s in shown)
     return f"{len(shown)} steps ({shown[0]} to {shown[-1]})"
+
 
 def _sustained(direction: str, statistic: float, past: Sequence[float], history: Sequence[Candidate], *,
                few_steps: bool) -> dict | None:
@@ -80,6 +83,7 @@ def _sustained(direction: str, statistic: float, past: Sequence[float], history:
                     "since": first.logical_date, "since_run_id": first.run_id}
     return None
 
+
 def _is_blowup(value: float, ref: float, column: Sequence[float]) -> bool:
     """Whether a value is far outside anything its history allows: :data:`BLOWUP_RATIO` times beyond its range.
 
@@ -92,6 +96,7 @@ def _is_blowup(value: float, ref: float, column: Sequence[float]) -> bool:
         return value >= BLOWUP_RATIO * high or value <= low / BLOWUP_RATIO
     reach = max(abs(ref), abs(high - ref), abs(ref - low))
     return reach > _TINY and abs(value - ref) >= BLOWUP_RATIO * reach
+
 
 def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, run_id, n) -> Decision:
     blown_set = set(blown)
@@ -118,6 +123,7 @@ def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, ru
     report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set)}
     stored = {"o": "fail", "blowup": True, "cause": f"{key[0]}: blow-up"}
     return Decision("fail", out, stored, report)
+
 
 def _prior_band(key: tuple[str, str, str], gate, direction, tonight, refs, columns, report, n, need) -> Decision | None:
     """Before the night test is calibrated: a quarter of the steps or more beyond the constraint's band.
@@ -158,10 +164,12 @@ def _prior_band(key: tuple[str, str, str], gate, direction, tonight, refs, colum
     stored = {"o": "fail", "side": side, "cause": f"{key[0]}: {len(outside)} step(s) {side} the constraint's band"}
     return Decision("fail", out, stored, report)
 
+
 def _level(values: Sequence[float], refs: Sequence[float]) -> float:
     """The night's level relative to the baseline: the trimmed mean of ``value / ref - 1`` over its steps."""
     rel = [v / r - 1.0 if abs(r) > _TINY else 0.0 for v, r in zip(values, refs)]
     return trimmed_mean(rel) if rel else 0.0
+
 
 def _worse_side(direction: str, z: float, q: float) -> str | None:
     if direction in ("up", "both") and z > q:
@@ -170,12 +178,14 @@ def _worse_side(direction: str, z: float, q: float) -> str | None:
         return "below"
     return None
 
+
 def _better_side(direction: str, z: float, q: float) -> str | None:
     if direction == "up" and z < -q:
         return "below"
     if direction == "down" and z > q:
         return "above"
     return None
+
 
 def _shape(direction: str, r_tonight: Sequence[float], per_night_r: Sequence[Sequence[float]],
            per_night_pos: Sequence[Sequence[int]]) -> dict | None:
@@ -218,6 +228,7 @@ def _shape(direction: str, r_tonight: Sequence[float], per_night_r: Sequence[Seq
             best = {"cut": cut, "t": t, "threshold": threshold, "side": side, "contrast": contrast,
                     "nights_judged": len(past), "false_alarm": SHAPE_FALSE_ALARM}
     return best
+
 
 def _drift(direction: str, levels: list[float], tonight: float, history: Sequence[Candidate],
            logical_date: str, *, few_steps: bool, recent_levels: Sequence[float] = (),
