@@ -231,7 +231,7 @@ def test_a_shift_too_small_for_one_night_is_caught_when_it_holds():
 def test_the_leave_one_out_median_is_the_median_of_the_others():
     import statistics
 
-    from airflow_metric_gate.decision.calibrated import _LeaveOneOut
+    from airflow_metric_gate.decision.deviations import _LeaveOneOut
 
     rng = random.Random(3)
     for _ in range(5000):
@@ -271,7 +271,7 @@ def test_positive_values_are_judged_on_the_log_scale():
 
 
 def test_a_drift_goes_on_only_while_the_nights_since_it_stay_off_the_anchor():
-    from airflow_metric_gate.decision.calibrated import _drift
+    from airflow_metric_gate.decision.night_tests import _drift
 
     rng = random.Random(3)
     # the eight last trusted nights drifted up 1 % a night (every one within its own band)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import random
 
-from airflow_metric_gate.decision.calibrated import DRIFT_FALSE_ALARM, Candidate, _drift
+from airflow_metric_gate.decision.history import Candidate
+from airflow_metric_gate.decision.night_tests import _drift
+from airflow_metric_gate.decision.parameters import DRIFT_FALSE_ALARM
 
 HISTORY = 20  # the default history_limit: the trusted nights the test sees
 

@@ -1,0 +1,115 @@
+"""A declaration's history under the calibrated policy: the candidate nights, which are trusted, which it is
+judged against, and the night's decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_metric_gate.decision.parameters import ADOPTABLE, SHIFT_ADOPT
+from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES
+from airflow_metric_gate.evaluation import Result
+
+
+@dataclass
+
+
+class Candidate:
+    """An earlier baseline night of the series, as the caller read it, for one declaration.
+
+    :param run_id: the store run id.
+    :param logical_date: its logical date (ISO 8601), for messages.
+    :param trusted: whether the night feeds this declaration's baselines (see :func:`night_trusted`).
+    :param outcome: what the night's evaluation stored for this declaration, if anything.
+    :param values: the declaration's values that night, by stored step.
+    """
+
+    run_id: str
+    logical_date: str
+    trusted: bool
+    outcome: Mapping[str, Any] | None = None
+    values: dict[int, float] = field(default_factory=dict)
+
+
+def night_trusted(run_status: str, marked: str | None, outcome: Mapping[str, Any] | None) -> bool:
+    """Decide whether an earlier night feeds one declaration's baselines (trust per declaration).
+
+    A night a person marked follows the mark for every declaration; otherwise the declaration's
+    own stored outcome decides (passed or not judged yet); a night evaluated before outcomes were
+    stored follows the run's status.
+
+    :param run_status: the run's status (``trusted`` or ``untrusted``).
+    :param marked: the status of the latest mark made by hand, if any.
+    :param outcome: the declaration's stored outcome that night.
+    """
+    if marked is not None:
+        return marked == "trusted"
+    if outcome is not None and "o" in outcome:
+        return outcome["o"] in TRUSTING_OUTCOMES
+    return run_status == "trusted"
+
+
+@dataclass
+class HistoryChoice:
+    """The history :func:`choose_history` picked for one declaration.
+
+    :param history: the trusted nights judged against, oldest first.
+    :param recent: the untrusted nights since the last trusted one, oldest first.
+    :param adopted: the level shift adopted as the new baseline (its first night), if one was.
+    :param earlier: how many candidate nights there were at all (for naming a starved baseline).
+    """
+
+    history: list[Candidate]
+    recent: list[Candidate]
+    adopted: Candidate | None = None
+    earlier: int = 0
+
+
+def choose_history(candidates: Sequence[Candidate], history_limit: int) -> HistoryChoice:
+    """Pick one declaration's baseline nights from the earlier nights of its series, newest last.
+
+    The trusted nights (at most ``history_limit``, the most recent); but when the most recent
+    nights are :data:`SHIFT_ADOPT` or more failing nights of one level shift, the shift is adopted:
+    those nights are the history, and nothing before them.
+
+    :param candidates: the earlier baseline nights since the rebaseline marker, oldest first.
+    :param history_limit: at most this many nights.
+    """
+    recent: list[Candidate] = []
+    for c in reversed(candidates):
+        if c.trusted:
+            break
+        recent.append(c)
+    recent.reverse()
+    if len(recent) >= SHIFT_ADOPT:
+        since = (recent[-1].outcome or {}).get("since")
+        shift: list[Candidate] = []
+        for c in reversed(recent):
+            o = c.outcome or {}
+            if since is None or o.get("since") != since or o.get("o") not in ADOPTABLE:
+                break
+            shift.append(c)
+        if len(shift) >= SHIFT_ADOPT:
+            shift.reverse()
+            return HistoryChoice(shift[-history_limit:], [], adopted=shift[0], earlier=len(candidates))
+    history = [c for c in candidates if c.trusted][-history_limit:]
+    return HistoryChoice(history, recent, earlier=len(candidates))
+
+
+@dataclass
+class Decision:
+    """What :func:`judge_declaration` decided for one declaration's night.
+
+    :param outcome: ``pass``, ``inactive``, ``fail`` (a new regression), ``shift`` (a level shift
+        continuing), ``drift``, ``drift-continues`` or ``error``.
+    :param results: one result per step, then the night's own result when it has one.
+    :param stored: what the store keeps of this night for the declaration's later nights.
+    :param report: what the verdict says of the night (statistic, band, level shift, drift, ...).
+    """
+
+    outcome: str
+    results: list[Result]
+    stored: dict[str, Any]
+    report: dict[str, Any]
