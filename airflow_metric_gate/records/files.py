@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_metric_gate.enums import RecordFormat
+from airflow_metric_gate.paths import location_text
 from airflow_metric_gate.records.model import RecordError
 
 
@@ -43,7 +44,7 @@ def _as_path(location: Any) -> Any:
             ) from err
         return UPath(location)
     if isinstance(location, (str, os.PathLike)) and not hasattr(location, "iterdir"):
-        return Path(location)
+        return Path(location_text(location))
     if not all(hasattr(location, attr) for attr in ("is_dir", "iterdir", "open")):
         raise RecordError(f"not a path: {location!r} (give a path, a URI or a pathlib-like object)")
     return location
