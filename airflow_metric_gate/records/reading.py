@@ -76,12 +76,12 @@ def read_record(location: Any, *, format: str = "series") -> Record:
     start with ``.`` or ``_`` (such as the ``_SUCCESS`` completion marker) and subdirectories; the
     skipped entries are listed in :attr:`Record.skipped`.  A FIFO, socket or device, a broken
     symbolic link or a link loop (as the record or in its directory) is an error, found before
-    anything is opened.  The points of a
-    metric found in several files are concatenated, then stably sorted by step with ``null``
-    steps last; metrics keep first-seen order.  In one file a metric written on several lines (a
-    resumed trainer) is merged by step, a later line's point replacing an earlier one at the same
-    step (:func:`merge_lines`); a metric on one line keeps its points as written.  A record with
-    no metric line is empty, not an error: every declaration then finds its metric absent.
+    anything is opened.  The points of a metric found in several files are concatenated, then
+    stably sorted by step with ``null`` steps last; metrics keep first-seen order.  In one file a
+    metric written on several lines (a resumed trainer) is merged by step, a later line's point
+    replacing an earlier one at the same step (:func:`merge_lines`); a metric on one line keeps its
+    points as written.  A record with no metric line is empty, not an error: every declaration
+    then finds its metric absent.
     A step that is not an int >= 0 (``0.0``, ``-1``, ``"3"``, ``true``) makes its point
     step-less, like ``null``; such points are listed in :attr:`Record.invalid_steps`.
 
@@ -89,8 +89,6 @@ def read_record(location: Any, *, format: str = "series") -> Record:
     that are not numbers (booleans, null, other strings) are kept, for step selection to drop.
     Blank lines are skipped.
 
-    :param location: a file or directory: a path, a URI string (read through universal_pathlib)
-        or a pathlib-like object such as ``airflow.sdk.ObjectStoragePath``.
     The log formats read every point their files hold: ``tensorboard`` (a TensorBoard event file,
     or a run directory of them: one per writer, rank or restart), ``csv`` (a CSV log with a
     ``step`` column, such as Lightning's ``metrics.csv``, or a directory of them) and ``mlflow``
