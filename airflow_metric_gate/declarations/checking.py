@@ -16,6 +16,7 @@ from typing import Any, TypeGuard
 from airflow_metric_gate.declarations.files import load_gates_file
 from airflow_metric_gate.declarations.model import GateDeclaration
 from airflow_metric_gate.declarations.resolution import collapse_duplicates, resolve_declarations
+from airflow_metric_gate.paths import location_text
 
 __all__ = ["check_declarations", "check_gates_file", "is_local_literal_path"]
 
@@ -49,7 +50,7 @@ def check_gates_file(
     :return: its declarations.
     :raises DeclarationError: naming the file, the line and the field, as the night's task would.
     """
-    name = os.fspath(path)
+    name = location_text(path)
     try:
         info = os.stat(name)
         version = (info.st_mtime_ns, info.st_size)

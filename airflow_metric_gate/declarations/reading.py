@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_metric_gate.declarations.model import DeclarationError
+from airflow_metric_gate.paths import location_text
 
 __all__ = ["read_text"]
 
@@ -25,7 +26,7 @@ def _open_path(path: Any) -> Any:
 
         return UPath(path)
     if isinstance(path, (str, os.PathLike)) and not hasattr(path, "read_text"):
-        return Path(path)
+        return Path(location_text(path))
     return path
 
 

@@ -13,6 +13,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, Airfl
 
 from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.errors import BadInputError
+from airflow_metric_gate.paths import location_text
 from airflow_metric_gate.readiness import DEFAULT_MARKER, Readiness, validate_marker
 from airflow_metric_gate.triggers.training_output import TrainingOutputTrigger, check_location
 
@@ -82,7 +83,7 @@ class TrainingOutputSensor(BaseSensorOperator):
         self._last_readiness: Readiness | None = None
 
     def _location(self) -> str:
-        location = os.fspath(self.path) if isinstance(self.path, os.PathLike) else self.path
+        location = location_text(self.path) if isinstance(self.path, os.PathLike) else self.path
         if not isinstance(location, str) or not location.strip():
             raise AirflowFailException(f"path must name the training record, got {self.path!r}")
         return location.strip()

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_metric_gate.dates import utc
+from airflow_metric_gate.paths import location_text
 from airflow_metric_gate.store.base import MetricStore
 from airflow_metric_gate.store.errors import StoreInputError
 from airflow_metric_gate.store.urls import DEFAULT_SQLITE_TIMEOUT, parse_sqlite_url
@@ -37,7 +38,7 @@ class SQLiteStore(MetricStore):
     def __init__(
         self, path: str | os.PathLike, *, timeout: float = DEFAULT_SQLITE_TIMEOUT, read_only: bool = False
     ) -> None:
-        self.path = os.fspath(path)
+        self.path = location_text(path)
         self.timeout = timeout
         self.read_only = read_only and self.path != ":memory:"
         self._codec: str | None | object = _UNKNOWN  # how the file stores text (see _in_key_order)
