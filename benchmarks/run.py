@@ -37,6 +37,7 @@ from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, pers
 from airflow_metric_gate.records import read_record
 from airflow_metric_gate.selection import Selection
 from airflow_metric_gate.store import RunRow, ValueRow
+from airflow_metric_gate.store.points import PointRows
 from airflow_metric_gate.store.postgres import PostgresStore, copy_payload
 from airflow_metric_gate.store.schema import month_partition, run_key_month
 
@@ -200,7 +201,8 @@ def bench_persist(scale: dict, pg_url: str) -> dict:
 
     The limits: ``COPY`` of the night's ``metric_points`` rows, already built, into a table of the
     same schema (its primary key, packed as the store's), and into an unlogged table without
-    indexes.  Each persisted night is a new run of one series whose coordinates exist already, as
+    indexes, in text format; and for information the same rows in the binary format the store sends
+    (`persist_vs_binary_copy`).  Each persisted night is a new run of one series whose coordinates exist already, as
     on every night but the first.
     """
     coords = coordinates(scale["coords"])
@@ -216,12 +218,17 @@ def bench_persist(scale: dict, pg_url: str) -> dict:
         cur.execute("CREATE UNLOGGED TABLE bench_copy_bare (LIKE metric_points)")
     conn.commit()
 
-    def copy_into(table: str) -> Callable[[], None]:
+    def copy_into(table: str, binary: bool = False) -> Callable[[], None]:
         def raw_copy() -> None:
             with conn.cursor() as cur:
                 cur.execute(f"TRUNCATE {table}")
-                cur.copy_expert(f"COPY {table} (run_key, coordinate, value, at_step) FROM STDIN",
-                                io.StringIO(copy_payload(rows)))
+                if binary:  # the rows as arrays, in the binary format the store itself sends
+                    packed = PointRows(7, [r[1] for r in rows], [r[2] for r in rows], None)
+                    cur.copy_expert(f"COPY {table} (run_key, coordinate, value, at_step) FROM STDIN (FORMAT binary)",
+                                    io.BytesIO(packed.copy_binary()))
+                else:
+                    cur.copy_expert(f"COPY {table} (run_key, coordinate, value, at_step) FROM STDIN",
+                                    io.StringIO(copy_payload(rows)))
             conn.commit()
         return raw_copy
 
@@ -238,6 +245,7 @@ def bench_persist(scale: dict, pg_url: str) -> dict:
 
     t_copy = best_of(scale["repeat"], copy_into("bench_copy"))
     t_bare = best_of(scale["repeat"], copy_into("bench_copy_bare"))
+    t_copy_binary = best_of(scale["repeat"], copy_into("bench_copy", binary=True))
     t_ours = best_of(scale["repeat"], ours)
     t_rewrite = best_of(1, rewrite)
     t_insert = _time_insert_rows(pg_url, rows, scale)
@@ -250,7 +258,9 @@ def bench_persist(scale: dict, pg_url: str) -> dict:
         "persist_ours_s": t_ours,
         "persist_retry_rewrite_s": t_rewrite,
         "persist_insert_rows_s": t_insert,
+        "persist_binary_copy_s": t_copy_binary,
         "persist_vs_copy": t_copy / t_ours,
+        "persist_vs_binary_copy": t_copy_binary / t_ours,
         "persist_vs_unlogged_copy": t_bare / t_ours,
         "persist_vs_insert_rows": t_insert / t_ours,
     }

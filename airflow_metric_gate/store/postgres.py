@@ -339,10 +339,11 @@ class PostgresStore(MetricStore):
         return bool(cur.fetchone()[0])
 
     def _bulk_insert_values(self, cur: Any, rows: PointRows) -> None:
-        sql = _copy_sql(self._points_table(cur, rows.run_key))
-        data = copy_payload(rows)
+        # binary: the rows are built as arrays, and the server parses no text
+        sql = _copy_sql(self._points_table(cur, rows.run_key)) + " (FORMAT binary)"
+        data = rows.copy_binary()
         if hasattr(cur, "copy_expert"):  # psycopg2
-            cur.copy_expert(sql, io.StringIO(data))
+            cur.copy_expert(sql, io.BytesIO(data))
         else:  # psycopg 3
             with self._waiting(), cur.copy(sql) as copy:
                 copy.write(data)

@@ -81,3 +81,16 @@ def test_a_non_finite_value_writes_nothing(store):
     with pytest.raises(StoreInputError, match="non-finite"):
         store.write_columns(_run("r", 0), groups)
     assert store.count("runs") == 0
+
+
+@pytest.mark.postgres
+def test_nights_read_back_as_written_through_psycopg_3(pg_url):
+    """The binary ``COPY`` of a night's rows through a psycopg 3 connection (an Airflow hook may hand one)."""
+    psycopg = pytest.importorskip("psycopg")
+    from airflow_metric_gate.store.postgres import PostgresStore
+
+    with PostgresStore(lambda: psycopg.connect(pg_url)) as store:
+        for day, (name, declarations) in enumerate(NIGHTS):
+            groups, expected = _night(*declarations)
+            assert store.write_columns(_run(f"r{day}", day), groups, chunk=4).rows == len(expected), name
+            assert store.run_values(f"r{day}") == expected, name
