@@ -39,7 +39,7 @@ from airflow_metric_gate.rules import (
     night_mean_k,
     tolerate_isolated_failures,
 )
-from airflow_metric_gate.verdict import DISTANCE_TINY
+from airflow_metric_gate.verdict import CALIBRATED_NIGHT_BOUNDS, DISTANCE_TINY
 
 __all__ = ["CalibratedJudgement", "Key", "KeptResults", "RunJudgement", "judge_calibrated", "judge_run",
            "merge_judgements", "outcome_of", "step_fail_distance"]
@@ -270,6 +270,7 @@ def judge_calibrated(
     logical_date: str,
     min_history: int,
     all_results: bool = False,
+    keep: int | None = None,
 ) -> CalibratedJudgement:
     """Judge the calibrated declarations of one run, each against the history chosen for it.
 
@@ -282,10 +283,14 @@ def judge_calibrated(
     :param min_history: trusted nights the night test needs (at least
         :data:`~airflow_metric_gate.decision.calibrated.CALIBRATION_MIN`).
     :param all_results: keep every result, not only FAIL and ERROR.
+    :param keep: without ``all_results``: keep of each declaration's step FAILs and ERRORs only
+        those a verdict of at most this many results can show (:class:`KeptResults`); its night
+        results are always kept.  ``None`` keeps all.
     """
     counts = {status: 0 for status in STATUSES}
     per_gate = {key: {status: 0 for status in STATUSES} for key in declarations}
     ordered: list[tuple[int, Result, Mapping[str, Any]]] = []
+    kept = KeptResults(keep) if keep is not None and not all_results else None
     decisions: dict[Key, Decision] = {}
     failed = {key for key, _, _ in errors}
     for key, order, message in errors:
@@ -307,10 +312,24 @@ def judge_calibrated(
             counts[status] += 1
             per_gate[key][status] += 1
             if status in (FAIL, ERROR) or all_results or result.bound == "improvement":
-                ordered.append((orders[i] if i < len(orders) and result.step is not None else last, result, gate))
+                order = orders[i] if i < len(orders) and result.step is not None else last
+                if kept is not None and _step_result(result):
+                    kept.add(key, order, result, gate)
+                else:
+                    ordered.append((order, result, gate))
+    if kept is not None:
+        ordered += kept.items()
     ordered.sort(key=lambda item: item[0])
     trusted = all(d.outcome in TRUSTING_OUTCOMES for d in decisions.values())
     return CalibratedJudgement(RunJudgement(counts, per_gate, ordered, trusted), decisions)
+
+
+def _step_result(result: Result) -> bool:
+    """Whether a calibrated result is a step's FAIL or ERROR with its band (what :class:`KeptResults` ranks)."""
+    if result.status == ERROR:
+        return result.step is not None
+    return (result.status == FAIL and result.step is not None and result.bound not in CALIBRATED_NIGHT_BOUNDS
+            and None not in (result.current, result.ref, result.lo, result.hi))
 
 
 def merge_judgements(first: RunJudgement, second: RunJudgement) -> RunJudgement:
