@@ -23,7 +23,14 @@ from airflow_metric_gate.rules import is_warning
 from airflow_metric_gate.selection import more_warnings
 from airflow_metric_gate.store import MetricStore, StoreInputError
 from airflow_metric_gate.store.errors import RunRewritten
-from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, band_distance, build_verdict, calibrated_sections
+from airflow_metric_gate.verdict import (
+    DEFAULT_MAX_RESULTS,
+    VerdictHeader,
+    VerdictOptions,
+    band_distance,
+    build_verdict,
+    calibrated_sections,
+)
 
 
 def check_evaluate_options(
@@ -174,15 +181,17 @@ def evaluate(
         cause = next((f"{r.metric_key}: {r.reason}" for r in results if r.status in (FAIL, ERROR)), None)
     if cause:
         outcomes["_cause"] = {"cause": cause[:300]}
-    verdict = build_verdict(
+    header = VerdictHeader(
         series=run.series, backend=run.backend, suite=run.suite, run_id=run.run_id, role=run.role,
-        logical_date=run.logical_date.isoformat(), results=results, trusted=trusted,
+        logical_date=run.logical_date.isoformat(), trusted=trusted,
         enforced=bool(enforce or any(g["enforce"] for g in run.declarations)), blocking=blocking,
+    )
+    verdict = build_verdict(header, results, VerdictOptions(
         all_results=all_results, max_results=max_results, max_bytes=max_bytes, extra_fields=extras,
         counts=counts, declaration_counts=per_gate, listed=None if keep is None else counts[FAIL] + counts[ERROR],
         warn_declarations=[key for key, gate in gates.items() if is_warning(gate)],
         sections=calibrated_sections(gates, decisions, starved_reasons),
-    )
+    ))
     warnings = run.provenance.get(WARNINGS_KEY)
     if warnings:  # additive (SPEC 10, 11): present when the record lost points or lines
         verdict["warnings"] = _fitting_warnings(verdict, list(warnings), max_bytes)
@@ -262,8 +271,7 @@ def empty_verdict(identity: SeriesIdentity, run: RunInfo, *, enforce: bool = Fal
     :param run: the run.
     :param enforce: whether enforcement was asked for.
     """
-    return build_verdict(
+    return build_verdict(VerdictHeader(
         series=identity.series, backend=identity.backend, suite=identity.suite, run_id=run.run_id,
-        role=run.role, logical_date=run.logical_date.isoformat(), results=[], trusted=True,
-        enforced=enforce, blocking=0,
-    )
+        role=run.role, logical_date=run.logical_date.isoformat(), trusted=True, enforced=enforce, blocking=0,
+    ), [])
