@@ -14,19 +14,22 @@ from airflow_metric_gate.pipeline.backfill import (
     describe_runs,
     wait_for_earlier_runs,
 )
-from airflow_metric_gate.pipeline.evaluating import check_evaluate_options, empty_verdict, evaluate
+from airflow_metric_gate.pipeline.evaluating import empty_verdict, evaluate
 from airflow_metric_gate.pipeline.gate import run_gate
 from airflow_metric_gate.pipeline.history import candidate_limit, starved_reason
 from airflow_metric_gate.pipeline.identity import RunInfo, SeriesIdentity, airflow_store_run_id, new_run_id
+from airflow_metric_gate.pipeline.options import OPTION_NAMES, EvaluateOptions, check_evaluate_options, evaluate_options
 from airflow_metric_gate.pipeline.payload import SELECTION_PAYLOAD_VERSION, payload_to_selection, selection_to_payload
 from airflow_metric_gate.pipeline.persisting import WARNINGS_KEY, check_run, persist
 from airflow_metric_gate.pipeline.selecting import ingest, record_warnings, select
 
 __all__ = [
     "MESSAGE_NIGHTS",
+    "OPTION_NAMES",
     "SELECTION_PAYLOAD_VERSION",
     "WARNINGS_KEY",
     "EarlierRunsPending",
+    "EvaluateOptions",
     "RunInfo",
     "SeriesIdentity",
     "airflow_store_run_id",
@@ -36,6 +39,7 @@ __all__ = [
     "describe_runs",
     "empty_verdict",
     "evaluate",
+    "evaluate_options",
     "ingest",
     "new_run_id",
     "payload_to_selection",

@@ -7,10 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_metric_gate.decision import blocks, policy_of
-from airflow_metric_gate.enums import ERROR, FAIL, Aggregate, RunStatus
-from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
+from airflow_metric_gate.enums import ERROR, FAIL, RunStatus
 from airflow_metric_gate.judging import RunJudgement, judge_run, merge_judgements, outcome_of
-from airflow_metric_gate.limits import history_limit_problem
 from airflow_metric_gate.pipeline.history import (
     candidate_limit,
     judge_calibrated_declarations,
@@ -18,13 +16,13 @@ from airflow_metric_gate.pipeline.history import (
     starved_reason,
 )
 from airflow_metric_gate.pipeline.identity import RunInfo, SeriesIdentity
+from airflow_metric_gate.pipeline.options import EvaluateOptions, evaluate_options
 from airflow_metric_gate.pipeline.persisting import WARNINGS_KEY
 from airflow_metric_gate.rules import is_warning
 from airflow_metric_gate.selection import more_warnings
 from airflow_metric_gate.store import MetricStore, StoreInputError
 from airflow_metric_gate.store.errors import RunRewritten
 from airflow_metric_gate.verdict import (
-    DEFAULT_MAX_RESULTS,
     VerdictHeader,
     VerdictOptions,
     band_distance,
@@ -33,38 +31,14 @@ from airflow_metric_gate.verdict import (
 )
 
 
-def check_evaluate_options(
-    *, history_limit: int = DEFAULT_HISTORY_LIMIT, min_history: int = DEFAULT_MIN_HISTORY, aggregate: str = "mean",
-    **_: Any,
-) -> None:
-    """Check the options of :func:`evaluate` (what :func:`run_gate` does before it writes anything).
-
-    :param history_limit: from 1 to :data:`~airflow_metric_gate.limits.MAX_HISTORY_LIMIT`.
-    :param min_history: >= 0.
-    :param aggregate: ``mean`` or ``median``.
-    :raises StoreInputError: an option is out of range.
-    """
-    problem = Aggregate.problem(aggregate, "aggregate") or history_limit_problem(history_limit)
-    if problem:
-        raise StoreInputError(problem)
-    if type(min_history) is not int or min_history < 0:
-        raise StoreInputError(f"min_history must be an integer >= 0, got {min_history!r}")
-
-
 def evaluate(
     store: MetricStore,
     run_id: str,
     *,
-    history_limit: int = DEFAULT_HISTORY_LIMIT,
-    min_history: int = DEFAULT_MIN_HISTORY,
-    aggregate: str = "mean",
-    enforce: bool | None = None,
-    all_results: bool = False,
-    max_results: int | None = DEFAULT_MAX_RESULTS,
-    max_bytes: int | None = None,
+    options: EvaluateOptions | None = None,
     record: bool = True,
     write_version: int | None = None,
-    chunk: int | None = None,
+    **keywords: Any,
 ) -> dict:
     """Compare a stored run with the history of each of its coordinates and record its trust.
 
@@ -72,29 +46,32 @@ def evaluate(
     still holds the values that were judged: when another writer of the same run id replaced them
     meanwhile, nothing is marked and :class:`~airflow_metric_gate.store.errors.RunRewritten` (a
     retryable store error) is raised, so the stored values, status and counts always come from
-    one writer.
+    one writer.  ``enforce`` is recorded with the run when ``record`` is true (so a rebuilt
+    verdict blocks as the evaluation did).
 
     :param store: the metric store.
-    :param run_id: the store run id written by :func:`persist`.
-    :param history_limit: how many earlier trusted baseline runs form the baseline.
-    :param min_history: fewer baseline values make a coordinate INACTIVE.
-    :param aggregate: ``mean`` or ``median``.
-    :param enforce: make every FAIL or ERROR block (declarations may also enforce themselves).
-        Recorded with the run when ``record`` is true; ``None``: ``False`` when recording, else
-        as the run's recorded evaluation was (so a rebuilt verdict blocks as the evaluation did).
-    :param all_results: list every result in the verdict, not only FAIL and ERROR.
-    :param max_results: at most this many results in the verdict.
-    :param max_bytes: keep the verdict's JSON below this size (for XCom).
+    :param run_id: the store run id written by :func:`~airflow_metric_gate.pipeline.persist`.
+    :param options: the history and the verdict's listing (:class:`EvaluateOptions`); or give them
+        as ``keywords``.
     :param record: mark the run trusted or untrusted; ``False`` only rebuilds the verdict (read-only).
     :param write_version: the write of the run id whose values are to be judged (from
-        :func:`persist`); ``None``: the values stored when evaluation starts.
-    :param chunk: coordinates read and judged at a time (default
-        :func:`~airflow_metric_gate.chunking.chunk_points`); the verdict does not depend on it.
+        :func:`~airflow_metric_gate.pipeline.persist`); ``None``: the values stored when evaluation starts.
+    :param keywords: the fields of :class:`EvaluateOptions` one by one (``history_limit``,
+        ``min_history``, ``aggregate``, ``enforce``, ``all_results``, ``max_results``,
+        ``max_bytes``, ``chunk``), instead of ``options``.
     :return: the verdict (SPEC 10).
+    :raises TypeError: a keyword is no option, or both ``options`` and keywords were given.
+    :raises StoreInputError: an option is out of range, or the store has no such run.
     :raises RunRewritten: the run holds another write's values (now, or by the time its verdict
         would be kept).
+
+    See also :func:`~airflow_metric_gate.pipeline.run_gate` (all four stages).
     """
-    check_evaluate_options(history_limit=history_limit, min_history=min_history, aggregate=aggregate)
+    given = evaluate_options(options, keywords, caller="evaluate")
+    given.check()
+    history_limit, min_history, aggregate = given.history_limit, given.min_history, given.aggregate
+    enforce, all_results, max_results = given.enforce, given.all_results, given.max_results
+    max_bytes, chunk = given.max_bytes, given.chunk
     run = store.get_run(run_id)
     if run is None:
         raise StoreInputError(f"the metric store has no run {run_id!r}; persist it before evaluating")
