@@ -24,12 +24,11 @@ from airflow_metric_gate.pipeline import (
     EvaluateOptions,
     RunInfo,
     SeriesIdentity,
-    ingest,
     new_run_id,
     run_gate,
 )
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import Record
+from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.report import warning_lines
 from airflow_metric_gate.storage import is_uri, record_path, storage_errors
 from airflow_metric_gate.store import StoreInputError, open_store
@@ -52,10 +51,10 @@ def _read_record(args: argparse.Namespace) -> Record:
     """
     if args.format == RecordFormat.MLFLOW:  # RECORD names the run (runs:/<id>, experiments:/<name>?tag.k=v)
         with contextlib.redirect_stdout(sys.stderr):
-            return ingest(args.record, format=args.format)
+            return read_record(args.record, format=args.format)
     with contextlib.redirect_stdout(sys.stderr), storage_errors(args.record):
         location = record_path(args.record, conn_id=args.storage_conn_id) if is_uri(args.record) else args.record
-        return ingest(location, format=args.format)
+        return read_record(location, format=args.format)
 
 
 def _evaluate_options(args: argparse.Namespace, *, enforce: bool | None = None) -> EvaluateOptions:

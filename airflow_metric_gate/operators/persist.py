@@ -17,10 +17,9 @@ from airflow_metric_gate.pipeline import (
     payload_to_selection,
     persist,
     record_warnings,
-    select,
 )
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.selection import Selection
+from airflow_metric_gate.selection import Selection, select_steps
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -169,7 +168,7 @@ class PersistValuesOperator(MetricGateBaseOperator):
             record, from_copy = checked_record(location, storage_conn_id, payload["format"], checksum)
         if from_copy:
             self.log.info("Read the local copy ingest verified of %s (not downloaded again)", location)
-        selections = select(record, declarations)
+        selections = select_steps(record, declarations)
         self.record_warnings = record_warnings(record, declarations)
         for warning in self.record_warnings:
             self.log.warning("Record %s: %s", location, printable(warning["message"]))

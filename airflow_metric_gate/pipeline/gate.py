@@ -11,8 +11,9 @@ from airflow_metric_gate.pipeline.evaluating import empty_verdict, evaluate
 from airflow_metric_gate.pipeline.identity import RunInfo, SeriesIdentity
 from airflow_metric_gate.pipeline.options import EvaluateOptions, evaluate_options
 from airflow_metric_gate.pipeline.persisting import check_run, persist
-from airflow_metric_gate.pipeline.selecting import ingest, record_warnings, select
-from airflow_metric_gate.records import Record
+from airflow_metric_gate.pipeline.selecting import record_warnings
+from airflow_metric_gate.records import Record, read_record
+from airflow_metric_gate.selection import select_steps
 from airflow_metric_gate.store import MetricStore
 
 
@@ -63,10 +64,10 @@ def run_gate(
     given.check()
     check_run(identity, run)
     if not isinstance(record, Record):
-        record = ingest(record, format=format)
+        record = read_record(record, format=format)
     if record.skipped and on_skipped is not None:
         on_skipped(record.skipped)
-    selections = select(record, declarations)
+    selections = select_steps(record, declarations)
     if not selections:
         return empty_verdict(identity, run, enforce=bool(given.enforce))
     stored = persist(store, identity, run, selections, warnings=record_warnings(record, declarations),
