@@ -19,13 +19,19 @@ from airflow_metric_gate.pipeline.gate import run_gate
 from airflow_metric_gate.pipeline.history import candidate_limit, starved_reason
 from airflow_metric_gate.pipeline.identity import RunInfo, SeriesIdentity, airflow_store_run_id, new_run_id
 from airflow_metric_gate.pipeline.options import OPTION_NAMES, EvaluateOptions, check_evaluate_options, evaluate_options
-from airflow_metric_gate.pipeline.payload import SELECTION_PAYLOAD_VERSION, payload_to_selection, selection_to_payload
+from airflow_metric_gate.pipeline.payload import (
+    PAYLOAD_DEPRECATED,
+    SELECTION_PAYLOAD_VERSION,
+    payload_to_selection,
+    selection_to_payload,
+)
 from airflow_metric_gate.pipeline.persisting import WARNINGS_KEY, check_run, persist
 from airflow_metric_gate.pipeline.selecting import ingest, record_warnings, select
 
 __all__ = [
     "MESSAGE_NIGHTS",
     "OPTION_NAMES",
+    "PAYLOAD_DEPRECATED",
     "SELECTION_PAYLOAD_VERSION",
     "WARNINGS_KEY",
     "EarlierRunsPending",

@@ -1,7 +1,13 @@
-"""The selection with its values inline: what ``PersistValuesOperator`` accepts for use without a record."""
+"""The selection with its values inline (version 1): what ``PersistValuesOperator`` accepts without a record.
+
+Deprecated: reading one warns (:data:`PAYLOAD_DEPRECATED`); the operator's input is the
+reference ``SelectStepsOperator`` returns
+(:func:`~airflow_metric_gate.operators.select.selection_reference`, version 2).
+"""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -9,13 +15,19 @@ from airflow_metric_gate.declarations import GateDeclaration
 from airflow_metric_gate.selection import Selection
 
 SELECTION_PAYLOAD_VERSION = 1
+#: What reading a payload of :data:`SELECTION_PAYLOAD_VERSION` warns.
+PAYLOAD_DEPRECATED = (
+    "a selection with its values inline (version 1, as pipeline.selection_to_payload encodes it) is "
+    "deprecated as PersistValuesOperator's selection; pass the reference SelectStepsOperator returns "
+    "(version 2, airflow_metric_gate.operators.select.selection_reference) instead"
+)
 
 
 def selection_to_payload(selections: Sequence[Selection]) -> dict:
     """Encode selections with their values: one entry per declaration, values as parallel lists.
 
     ``PersistValuesOperator`` accepts this as its ``selection`` (values given inline, without a
-    record); no operator pushes it to XCom.
+    record), deprecated: reading it warns.  No operator pushes it to XCom.
 
     :param selections: from :func:`~airflow_metric_gate.selection.select_steps`.
     """
@@ -34,12 +46,14 @@ def selection_to_payload(selections: Sequence[Selection]) -> dict:
 
 
 def payload_to_selection(payload: Mapping) -> list[Selection]:
-    """Decode :func:`selection_to_payload` output.
+    """Decode :func:`selection_to_payload` output; the form is deprecated, so this warns.
 
     :param payload: the XCom payload.
+    :raises ValueError: ``payload`` is no version 1 selection payload.
     """
     if not isinstance(payload, Mapping) or payload.get("version") != SELECTION_PAYLOAD_VERSION:
         raise ValueError("not a metric-gate selection payload (expected the output of SelectStepsOperator)")
+    warnings.warn(PAYLOAD_DEPRECATED, DeprecationWarning, stacklevel=2)
     selections = []
     for entry in payload["gates"]:
         declaration = GateDeclaration.from_dict(entry["declaration"])

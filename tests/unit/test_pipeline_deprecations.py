@@ -46,3 +46,19 @@ def test_the_gate_itself_calls_neither(tmp_path: Path) -> None:
         verdict = pipeline.run_gate(store, record=_record(tmp_path), declarations=resolve_declarations(GATES),
                                     identity=pipeline.SeriesIdentity("s"), run=pipeline.RunInfo("r1"))
     assert verdict["trusted"]
+
+
+def test_reading_an_inline_selection_warns_and_decodes_it(tmp_path: Path) -> None:
+    selections = select_steps(read_record(_record(tmp_path)), resolve_declarations(GATES))
+    payload = pipeline.selection_to_payload(selections)
+    with pytest.warns(DeprecationWarning, match="pass the reference SelectStepsOperator returns") as caught:
+        decoded = pipeline.payload_to_selection(json.loads(json.dumps(payload)))
+    assert str(caught[0].message) == pipeline.PAYLOAD_DEPRECATED and caught[0].filename == __file__
+    assert [(s.steps, s.values) for s in decoded] == [(s.steps, s.values) for s in selections]
+
+
+def test_a_payload_of_another_version_is_refused_without_a_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        with pytest.raises(ValueError, match="not a metric-gate selection payload"):
+            pipeline.payload_to_selection({"version": 2, "gates": []})

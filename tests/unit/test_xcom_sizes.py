@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from airflow_metric_gate.declarations import declare
 from airflow_metric_gate.evaluation import FAIL, Result
 from airflow_metric_gate.operators.select import selection_reference
 from airflow_metric_gate.pipeline import payload_to_selection, selection_to_payload
 from airflow_metric_gate.selection import Selection
 from airflow_metric_gate.verdict import XCOM_MAX_BYTES, VerdictHeader, VerdictOptions, build_verdict
+
+# These tests decode the values inline (the deprecated version 1 selection).
+pytestmark = pytest.mark.filterwarnings("ignore:a selection with its values inline:DeprecationWarning")
 
 C = {"rel_up": 0.5, "abs_floor_up": 0.05, "rel_down": 0.2, "abs_floor_down": 0.05}
 
