@@ -132,27 +132,7 @@ def evaluate(
     results = [r for _, r, _ in ordered]
     trusted = judgement.trusted
     continuing = {key: d.outcome for key, d in decisions.items()}
-    extras: list[tuple[int, dict]] = []
-    blocking = 0
-    for i, (_, r, gate) in enumerate(ordered):
-        fields: dict = {}
-        if gate["allowlist_reason"]:
-            fields["allowlist_reason"] = gate["allowlist_reason"]
-        key = (r.metric_key, r.steps_key, r.constraint_key)
-        if blocks(r.status, gate, enforce=bool(enforce), outcome=continuing.get(key)):
-            if keep is None or key in calibrated:  # the others are counted below
-                blocking += 1
-            fields["blocking"] = True
-        if key in calibrated:
-            fields["policy"] = "calibrated"
-        if fields:
-            extras.append((i, fields))
-    if keep is not None:  # the reference declarations' results are not all kept: count them
-        for key in reference_gates:
-            for status in (FAIL, ERROR):
-                n = per_gate[key][status]
-                if n and blocks(status, gates[key], enforce=bool(enforce), outcome=continuing.get(key)):
-                    blocking += n
+    blocking, extras = _blocking(judgement, gates, calibrated, continuing, enforce=bool(enforce), keep=keep)
     cause = next((o["cause"] for o in outcomes.values() if o.get("cause")), None)
     if cause is None and not trusted:
         cause = next((f"{r.metric_key}: {r.reason}" for r in results if r.status in (FAIL, ERROR)), None)
@@ -178,6 +158,41 @@ def evaluate(
         store.set_status(run_id, RunStatus.TRUSTED.value if trusted else RunStatus.UNTRUSTED.value, reason,
                          enforce=bool(enforce), outcomes=outcomes, write_version=run.write_version)
     return verdict
+
+
+def _blocking(judgement: RunJudgement, gates: dict, calibrated: set, continuing: dict, *, enforce: bool,
+              keep: int | None) -> tuple[int, list[tuple[int, dict]]]:
+    """Count the results that block (:func:`~airflow_metric_gate.decision.policy.blocks`) and mark them.
+
+    Returns the count and each marked result's extra verdict fields (``blocking``,
+    ``allowlist_reason``, ``policy``), by index into the judgement's results.  When ``keep`` is set,
+    the reference declarations' results are not all kept: their blocking ones are counted from the
+    declaration counts instead.
+    """
+    extras: list[tuple[int, dict]] = []
+    blocking = 0
+    for i, (_, r, gate) in enumerate(judgement.results):
+        fields: dict = {}
+        if gate["allowlist_reason"]:
+            fields["allowlist_reason"] = gate["allowlist_reason"]
+        key = (r.metric_key, r.steps_key, r.constraint_key)
+        if blocks(r.status, gate, enforce=enforce, outcome=continuing.get(key)):
+            if keep is None or key in calibrated:  # the others are counted below
+                blocking += 1
+            fields["blocking"] = True
+        if key in calibrated:
+            fields["policy"] = "calibrated"
+        if fields:
+            extras.append((i, fields))
+    if keep is not None:  # the reference declarations' results are not all kept: count them
+        for key in gates:
+            if key in calibrated:
+                continue
+            for status in (FAIL, ERROR):
+                n = judgement.per_declaration[key][status]
+                if n and blocks(status, gates[key], enforce=enforce, outcome=continuing.get(key)):
+                    blocking += n
+    return blocking, extras
 
 
 def _worst_distances(judgement: RunJudgement) -> dict[tuple[str, str, str], float]:
