@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from airflow_metric_gate.decision.calibrated import SHIFT_ADOPT, Candidate, choose_history, night_trusted
+from airflow_metric_gate.decision.history import Candidate, choose_history, night_trusted
+from airflow_metric_gate.decision.parameters import SHIFT_ADOPT
 from airflow_metric_gate.judging import CalibratedJudgement, judge_calibrated, merge_judgements
 from airflow_metric_gate.store import MetricStore, RunRow
 
