@@ -20,6 +20,7 @@ _LAZY = {
     "DeclarationError": "airflow_metric_gate.declarations",
     "RecordError": "airflow_metric_gate.records",
     "EarlierRunsPending": "airflow_metric_gate.pipeline",
+    "EvaluateOptions": "airflow_metric_gate.pipeline",
     "open_store": "airflow_metric_gate.store",
     "StoreError": "airflow_metric_gate.store",
     "StoreInputError": "airflow_metric_gate.store",
@@ -30,6 +31,7 @@ __all__ = [
     "BadInputError",
     "DeclarationError",
     "EarlierRunsPending",
+    "EvaluateOptions",
     "GateDeclaration",
     "MetricGateError",
     "RecordError",
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     from airflow_metric_gate.api import Verdict, load_declarations, run_gate
     from airflow_metric_gate.declarations import DeclarationError, GateDeclaration
     from airflow_metric_gate.errors import BadInputError, MetricGateError, UnavailableError
-    from airflow_metric_gate.pipeline import EarlierRunsPending
+    from airflow_metric_gate.pipeline import EarlierRunsPending, EvaluateOptions
     from airflow_metric_gate.records import RecordError
     from airflow_metric_gate.store import StoreError, StoreInputError, StoreUnavailable, open_store
     from airflow_metric_gate.task_groups import metric_gate

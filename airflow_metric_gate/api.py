@@ -15,13 +15,17 @@ from typing import Any
 
 from airflow_metric_gate.dates import parse_datetime, utc
 from airflow_metric_gate.declarations import GateDeclaration, load_gates_file, resolve_declarations, with_policy
-from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, new_run_id
+from airflow_metric_gate.pipeline import EvaluateOptions, RunInfo, SeriesIdentity, evaluate_options, new_run_id
 from airflow_metric_gate.pipeline import run_gate as _run_gate
 from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report
 from airflow_metric_gate.store import MetricStore, StoreInputError, opened_store
 from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS
 
-__all__ = ["Verdict", "load_declarations", "run_gate"]
+__all__ = ["EvaluateOptions", "Verdict", "load_declarations", "run_gate"]
+
+#: The defaults of the keywords that ``options=`` replaces in :func:`run_gate` (the others: ``None``).
+_KEYWORD_DEFAULTS: dict[str, Any] = {"enforce": False, "aggregate": "mean", "all_results": False,
+                                     "max_results": DEFAULT_MAX_RESULTS}
 
 
 def load_declarations(
@@ -146,6 +150,7 @@ def run_gate(
     wait: float = 0.0,
     provenance: Mapping[str, Any] | None = None,
     policy: str | None = None,
+    options: EvaluateOptions | None = None,
 ) -> Verdict:
     """Ingest a record, select the declared steps, store them and judge them: ``metric-gate run`` in Python.
 
@@ -173,22 +178,35 @@ def run_gate(
     :param provenance: ``commit_sha``, ``training_job_id`` and any free-form fields, stored with the run.
     :param policy: ``reference`` or ``calibrated`` (recommended) for the declarations that set no
         policy of their own, nor their gates file; ``None``: ``reference``.
+    :param options: how the run is judged, as one :class:`~airflow_metric_gate.pipeline.EvaluateOptions`
+        (which also has ``max_bytes`` and ``chunk``) instead of ``enforce``, ``history_limit``,
+        ``min_history``, ``aggregate``, ``all_results`` and ``max_results``; those keywords then
+        keep their defaults.
     :raises RecordError, DeclarationError, StoreInputError: bad input; nothing was stored.
-    :raises TypeError: ``store`` is neither a URL nor an open store.
+    :raises TypeError: ``store`` is neither a URL nor an open store; or ``options`` was given with
+        one of the keywords it replaces.
+
+    See also :func:`load_declarations` and :class:`Verdict`.
     :raises StoreUnavailable: the store cannot be reached, or earlier nights are still pending
         (``EarlierRunsPending``); try again later.
     """
-    resolved = load_declarations(declarations, policy=policy)
-    options: dict[str, Any] = {"enforce": enforce, "aggregate": aggregate, "all_results": all_results,
-                               "max_results": max_results}
+    keywords: dict[str, Any] = {"enforce": enforce, "aggregate": aggregate, "all_results": all_results,
+                                "max_results": max_results}
     if history_limit is not None:
-        options["history_limit"] = history_limit
+        keywords["history_limit"] = history_limit
     if min_history is not None:
-        options["min_history"] = min_history
+        keywords["min_history"] = min_history
+    if options is not None:
+        changed = [name for name, value in keywords.items() if value != _KEYWORD_DEFAULTS.get(name)]
+        if changed:
+            raise TypeError(f"run_gate(): pass the evaluate options either as options= or as keywords, not both "
+                            f"(got options= and {', '.join(changed)})")
+    given = evaluate_options(options, {} if options is not None else keywords, caller="run_gate")
+    resolved = load_declarations(declarations, policy=policy)
     run = RunInfo(run_id=run_id or new_run_id(), role=role, logical_date=_logical_date(logical_date),
                   provenance={"source": "python", **(provenance or {})})
     identity = SeriesIdentity(series, backend, suite)
     with opened_store(store) as opened:
         verdict = _run_gate(opened, record=record, declarations=resolved, identity=identity, run=run,
-                            format=format, wait=wait, **options)
+                            format=format, wait=wait, options=given)
     return Verdict.from_dict(verdict)

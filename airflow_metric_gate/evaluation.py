@@ -1,12 +1,7 @@
 """Comparing a value with the history of its coordinate (SPEC section 6).
 
-The band scales from the baseline reference only::
-
-    hi = ref + max(rel_up   * |ref|, abs_floor_up)
-    lo = ref - max(rel_down * |ref|, abs_floor_down)
-
-Both ends are inclusive.  Every FAIL says which side it left and whether the relative term or the
-absolute floor set that side.
+The band and the reference are :mod:`airflow_metric_gate.bands` (re-exported here).  Every FAIL
+says which side it left and whether the relative term or the absolute floor set that side.
 """
 
 from __future__ import annotations
@@ -15,7 +10,16 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
-from airflow_metric_gate.enums import AGGREGATES, ERROR, FAIL, INACTIVE, PASS, STATUSES, Aggregate
+from airflow_metric_gate.bands import (
+    Band,
+    band_limits,
+    compute_band,
+    constraint_params,
+    median_and_mad,
+    overflow_message,
+    reference,
+)
+from airflow_metric_gate.enums import AGGREGATES, ERROR, FAIL, INACTIVE, PASS, STATUSES
 
 __all__ = [
     "AGGREGATES",
@@ -62,16 +66,6 @@ MAD_MIN_VALUES = 10
 NIGHT_BOUND = "night_mean"
 
 
-@dataclass(frozen=True)
-class Band:
-    """An inclusive band around a reference, with the term that set each side."""
-
-    lo: float
-    hi: float
-    lo_bound: str
-    hi_bound: str
-
-
 @dataclass
 class Result:
     """The outcome for one coordinate; its fields are the verdict's result fields (SPEC 10)."""
@@ -109,45 +103,6 @@ class Result:
         return out
 
 
-def band_limits(ref: float, params: tuple[float, float, float, float]) -> tuple[float, float]:
-    """Return ``(lo, hi)`` for a reference and ``(rel_up, abs_floor_up, rel_down, abs_floor_down)``.
-
-    The hot path of evaluation: no objects, no look-ups.
-
-    :param ref: the baseline reference.
-    :param params: the constraint as a tuple (see :func:`constraint_params`).
-    """
-    rel_up, floor_up, rel_down, floor_down = params
-    size = abs(ref)
-    down, up = rel_down * size, rel_up * size
-    # max(term, floor), spelled out (a builtin call per side is most of this function's cost)
-    return ref - (floor_down if floor_down > down else down), ref + (floor_up if floor_up > up else up)
-
-
-def constraint_params(constraint: Mapping[str, float]) -> tuple[float, float, float, float]:
-    """Return a constraint as ``(rel_up, abs_floor_up, rel_down, abs_floor_down)``, missing keys 0.0.
-
-    :param constraint: the band parameters.
-    """
-    return (
-        constraint.get("rel_up", 0.0),
-        constraint.get("abs_floor_up", 0.0),
-        constraint.get("rel_down", 0.0),
-        constraint.get("abs_floor_down", 0.0),
-    )
-
-
-def median_and_mad(values: Sequence[float]) -> tuple[float, float]:
-    """Return the median of some baseline values and their median absolute deviation (MAD).
-
-    ``MAD = median(|v - median|)``.
-
-    :param values: the baseline values (non-empty, finite).
-    """
-    median = reference(values, "median")
-    return median, reference([abs(v - median) for v in values], "median")
-
-
 def judge(current: float, values: Sequence[float], params: tuple[float, float, float, float], min_history: int,
           aggregate: str = "mean", mad_k: float | None = None) -> Judged:
     """Decide one coordinate's status (SPEC 6): the one place PASS, FAIL and INACTIVE are decided.
@@ -181,7 +136,7 @@ def judge(current: float, values: Sequence[float], params: tuple[float, float, f
         # the mean as reference() computes it, without the call (the common case, once per coordinate)
         ref = math.fsum(values) / n if aggregate == "mean" else reference(values, aggregate)
     except OverflowError:
-        return ERROR, None, _overflow_message(n), None
+        return ERROR, None, overflow_message(n), None
     lo, hi = band_limits(ref, params)
     return (PASS if lo <= current <= hi else FAIL), ref, None, None
 
@@ -255,56 +210,6 @@ def night_result(metric_key: str, steps_key: str, constraint_key: str, zs: Seque
     result.reason = (f"{what} is {result.side} {'hi' if above else 'lo'} {_fmt(night_k if above else -night_k)} "
                      f"(night_mean_k); off by {_fmt(abs(statistic) - night_k)}")
     return result
-
-
-def compute_band(ref: float, constraint: Mapping[str, float]) -> Band:
-    """Return the band around ``ref`` for a constraint (missing keys count as 0.0).
-
-    A side is set by the relative term when it is at least the floor, else by the floor.
-
-    :param ref: the baseline reference.
-    :param constraint: ``rel_up``, ``abs_floor_up``, ``rel_down``, ``abs_floor_down``.
-    """
-    params = constraint_params(constraint)
-    lo, hi = band_limits(ref, params)
-    up_rel, up_floor = params[0] * abs(ref), params[1]
-    down_rel, down_floor = params[2] * abs(ref), params[3]
-    return Band(
-        lo=lo,
-        hi=hi,
-        lo_bound="rel" if down_rel >= down_floor else "abs_floor",
-        hi_bound="rel" if up_rel >= up_floor else "abs_floor",
-    )
-
-
-def reference(values: Sequence[float], aggregate: str = "mean") -> float:
-    """Return the baseline reference of some history values.
-
-    The mean uses an exactly rounded sum (``math.fsum``), so the answer does not depend on the
-    order the store returned the values in, nor on the store.
-
-    :param values: the baseline values (non-empty, finite).
-    :param aggregate: ``"mean"`` (default) or ``"median"``.
-    :raises OverflowError: the sum of the values is beyond the float range (the message says so).
-    """
-    if aggregate == "mean":
-        try:
-            return math.fsum(values) / len(values)
-        except OverflowError:
-            raise OverflowError(_overflow_message(len(values))) from None
-    if aggregate == "median":
-        ordered = sorted(values)
-        mid = len(ordered) // 2
-        if len(ordered) % 2:
-            return float(ordered[mid])
-        lo, hi = ordered[mid - 1], ordered[mid]
-        middle = (lo + hi) / 2
-        return middle if math.isfinite(middle) else lo / 2 + hi / 2
-    raise ValueError(Aggregate.problem(aggregate, "aggregate"))
-
-
-def _overflow_message(n: int) -> str:
-    return f"the sum of the {n} baseline value(s) is beyond the float range (overflow); no mean can be computed"
 
 
 def _fmt(x: float) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_metric_gate.enums import ERROR, FAIL, STATUSES
@@ -179,29 +180,9 @@ def _encoded_size(verdict: dict) -> int:
     return len(json.dumps(verdict).encode())
 
 
-def build_verdict(
-    *,
-    series: str,
-    backend: str,
-    suite: str,
-    run_id: str,
-    role: str,
-    logical_date: str,
-    results: Sequence[Result],
-    trusted: bool,
-    enforced: bool,
-    blocking: int,
-    all_results: bool = False,
-    max_results: int | None = DEFAULT_MAX_RESULTS,
-    max_bytes: int | None = None,
-    extra_fields: Sequence[tuple[int, dict]] = (),
-    counts: dict[str, int] | None = None,
-    declaration_counts: Mapping[DeclarationKey, Mapping[str, int]] | None = None,
-    warn_declarations: Collection[DeclarationKey] = (),
-    sections: Mapping[str, object] | None = None,
-    listed: int | None = None,
-) -> dict:
-    """Assemble the versioned verdict.
+@dataclass(frozen=True)
+class VerdictHeader:
+    """The run a verdict is about and what was decided: the verdict's first top-level fields.
 
     :param series: series name.
     :param backend: hardware backend.
@@ -209,34 +190,74 @@ def build_verdict(
     :param run_id: the store run id.
     :param role: ``baseline`` or ``shadow``.
     :param logical_date: ISO 8601 logical date of the run.
-    :param results: every result in declaration then step order; or, with ``counts`` and
-        ``declaration_counts``, at least every FAIL and ERROR result (the ``summary`` needs them all).
     :param trusted: whether the run is trusted.
     :param enforced: whether enforcement applied to this run (run-level or any declaration).
     :param blocking: how many FAIL/ERROR results are enforced (they fail the task / exit 1).
+    """
+
+    series: str
+    backend: str
+    suite: str
+    run_id: str
+    role: str
+    logical_date: str
+    trusted: bool
+    enforced: bool
+    blocking: int
+
+
+@dataclass(frozen=True)
+class VerdictOptions:
+    """How a verdict lists its results, how large it may grow, and what the results given stand for.
+
     :param all_results: list every result in declaration then step order; by default only the FAIL
         and ERROR results, worst first (FAILs by distance, largest first, then ERRORs).
     :param max_results: at most this many results (``None``: no limit); the rest are counted in ``truncated``.
     :param max_bytes: also keep the JSON encoding below this many bytes by truncating further.
     :param extra_fields: ``(index into results, fields)`` pairs merged into those results' dicts.
-    :param counts: results per status, when ``results`` holds only some of them (the FAIL and ERROR
-        results); by default counted from ``results``.
+    :param counts: results per status, when the results given are only some of them (the FAIL and
+        ERROR results); by default counted from the results.
     :param declaration_counts: results per status of each declaration, keyed
-        ``(metric_key, steps_key, constraint_key)``, for the ``summary``; by default counted from ``results``.
+        ``(metric_key, steps_key, constraint_key)``, for the ``summary``; by default counted from the results.
     :param warn_declarations: the declarations of ``severity: warn``: their summary entries and
         results say ``"severity": "warn"`` (reported as warnings, never blocking).
     :param sections: further top-level fields (:func:`calibrated_sections`), added after ``truncated``.
-    :param listed: how many FAIL and ERROR results the run has, when ``results`` holds only those a
-        verdict can show (:class:`~airflow_metric_gate.judging.KeptResults`); ``truncated`` counts
-        the others too.  By default ``results`` holds them all.
+    :param listed: how many FAIL and ERROR results the run has, when the results given are only those
+        a verdict can show (:class:`~airflow_metric_gate.judging.KeptResults`); ``truncated`` counts
+        the others too.  By default the results given are all of them.
     """
+
+    all_results: bool = False
+    max_results: int | None = DEFAULT_MAX_RESULTS
+    max_bytes: int | None = None
+    extra_fields: Sequence[tuple[int, dict]] = ()
+    counts: dict[str, int] | None = None
+    declaration_counts: Mapping[DeclarationKey, Mapping[str, int]] | None = None
+    warn_declarations: Collection[DeclarationKey] = ()
+    sections: Mapping[str, object] | None = None
+    listed: int | None = None
+
+
+def build_verdict(header: VerdictHeader, results: Sequence[Result], options: VerdictOptions | None = None) -> dict:
+    """Assemble the versioned verdict.
+
+    :param header: the run and what was decided.
+    :param results: every result in declaration then step order; or, with ``options.counts`` and
+        ``options.declaration_counts``, at least every FAIL and ERROR result (the ``summary`` needs
+        them all).
+    :param options: what to list and how much (default :class:`VerdictOptions`).
+
+    See also :class:`VerdictOptions` and :func:`summarize`.
+    """
+    o = VerdictOptions() if options is None else options
+    counts, max_results, all_results, listed = o.counts, o.max_results, o.all_results, o.listed
     if counts is None:
         counts = {status: 0 for status in STATUSES}
         for r in results:
             counts[r.status] += 1
-    extras = dict(extra_fields)
-    summary, distances = summarize(results, declaration_counts)
-    warned = set(warn_declarations)
+    extras = dict(o.extra_fields)
+    summary, distances = summarize(results, o.declaration_counts)
+    warned = set(o.warn_declarations)
     if warned:
         for entry in summary:
             if (entry["metric_key"], entry["steps_key"], entry["constraint_key"]) in warned:
@@ -254,22 +275,23 @@ def build_verdict(
     total = len(chosen) if listed is None or all_results else max(listed, len(chosen))
     verdict: dict[str, Any] = {
         "schema": VERDICT_SCHEMA,
-        "series": series,
-        "backend": backend,
-        "suite": suite,
-        "run_id": run_id,
-        "role": role,
-        "logical_date": logical_date,
-        "trusted": trusted,
-        "enforced": enforced,
-        "blocking": blocking,
+        "series": header.series,
+        "backend": header.backend,
+        "suite": header.suite,
+        "run_id": header.run_id,
+        "role": header.role,
+        "logical_date": header.logical_date,
+        "trusted": header.trusted,
+        "enforced": header.enforced,
+        "blocking": header.blocking,
         "counts": counts,
         "summary": summary,
         "results": [{**results[i].to_dict(), **extras.get(i, {})} for i in kept],
         "truncated": total - len(kept),
     }
-    if sections:
-        verdict.update(sections)
+    if o.sections:
+        verdict.update(o.sections)
+    max_bytes = o.max_bytes
     if max_bytes is not None and _encoded_size(verdict) > max_bytes:
         full = verdict["results"]
         lo, hi = 0, len(full)

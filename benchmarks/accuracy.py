@@ -29,8 +29,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from airflow_metric_gate.declarations import GATE_DEFAULTS, declare
-from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, select
+from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist
 from airflow_metric_gate.records import Record
+from airflow_metric_gate.selection import select_steps
 from airflow_metric_gate.store.sql import BASELINE_RUNS_SQL
 from airflow_metric_gate.store.sqlite import SQLiteStore
 
@@ -139,7 +140,7 @@ def run_series(store: SQLiteStore, name: str, nights: list[Night], scale: dict, 
     out = []
     for night in nights:
         run = RunInfo(f"{name}-{night.index:04d}", logical_date=T0 + timedelta(days=night.index))
-        selections = select(record_for(night, scale["steps"]), declarations)
+        selections = select_steps(record_for(night, scale["steps"]), declarations)
         persist(store, identity, run, selections)
         verdict = evaluate(store, run.run_id, max_results=None, enforce=True)
         flagged: dict[str, int] = {}

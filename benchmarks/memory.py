@@ -81,19 +81,21 @@ def measured(argv: list[str], env: dict[str, str]) -> tuple[int, float]:
 def operators_child(record: str, store_url: str, night: int) -> None:
     """What the four operators run for one night, in this process (``--child``)."""
     from airflow_metric_gate.declarations import load_gates_file
-    from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, ingest, persist, record_warnings, select
+    from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, record_warnings
+    from airflow_metric_gate.records import read_record
+    from airflow_metric_gate.selection import select_steps
     from airflow_metric_gate.store import open_store
     from airflow_metric_gate.verdict import XCOM_MAX_BYTES
 
     declarations = load_gates_file(record + ".gates.yaml")
-    ingested = ingest(record)  # IngestRecordOperator: read and check, pass on counts only
+    ingested = read_record(record)  # IngestRecordOperator: read and check, pass on counts only
     counts = {"metrics": len(ingested), "points": ingested.point_count()}
     del ingested
     identity = SeriesIdentity("bench-operators")
     run = RunInfo(run_id=f"op-n{night}", logical_date=T0 + timedelta(days=night))
     with open_store(store_url) as store:
-        record_read = ingest(record)  # PersistValuesOperator: read again, select, write
-        selections = select(record_read, declarations)
+        record_read = read_record(record)  # PersistValuesOperator: read again, select, write
+        selections = select_steps(record_read, declarations)
         stored = persist(store, identity, run, selections, warnings=record_warnings(record_read, declarations))
         del record_read, selections
         verdict = evaluate(store, run.run_id, write_version=stored["write_version"], max_bytes=XCOM_MAX_BYTES)

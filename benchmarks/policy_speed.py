@@ -23,8 +23,9 @@ from pathlib import Path
 from _common import best_of
 
 from airflow_metric_gate.declarations import declare
-from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, select
+from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist
 from airflow_metric_gate.records import Record
+from airflow_metric_gate.selection import select_steps
 from airflow_metric_gate.store import open_store
 
 SCALES = {
@@ -52,7 +53,7 @@ def measure(url: str, steps: int, declarations: int, history: int, repeat: int) 
             identity = SeriesIdentity(f"bench-{policy}", "cpu", "speed")
             for night in range(history + 1):
                 run = RunInfo(f"{policy}-{night:03d}", logical_date=T0 + timedelta(days=night))
-                persist(store, identity, run, select(_record(rng, names, steps), decls))
+                persist(store, identity, run, select_steps(_record(rng, names, steps), decls))
                 if night < history:
                     evaluate(store, run.run_id)
             tonight[policy] = run.run_id

@@ -33,9 +33,9 @@ import psycopg2
 from _common import best_of, fresh_database
 
 from airflow_metric_gate.declarations import declare
-from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, select
+from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist
 from airflow_metric_gate.records import read_record
-from airflow_metric_gate.selection import Selection
+from airflow_metric_gate.selection import Selection, select_steps
 from airflow_metric_gate.store import RunRow, ValueRow
 from airflow_metric_gate.store.points import PointRows
 from airflow_metric_gate.store.postgres import PostgresStore, copy_payload
@@ -117,7 +117,7 @@ def _ingest_timings(path: Path, points: int, metrics: int, repeat: int) -> dict[
                 decode(line)
 
     def ours() -> None:
-        selections = select(read_record(path), declarations)
+        selections = select_steps(read_record(path), declarations)
         assert sum(map(len, selections)) == points
 
     contenders = {"json": bare_json, "msgspec": bare_msgspec, "ours": ours}
@@ -169,7 +169,7 @@ def bench_ingest(scale: dict, workdir: Path) -> dict:
         write_record(p, points, scale["metrics"], first_step=1000)
         gc.collect()
         tracemalloc.start()
-        select(read_record(p), declarations)
+        select_steps(read_record(p), declarations)
         _, top = tracemalloc.get_traced_memory()
         tracemalloc.stop()
         return top

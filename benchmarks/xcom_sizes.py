@@ -72,8 +72,9 @@ def measure(values: int, workdir: Path) -> dict:
     from airflow_metric_gate.operators.ingest import IngestRecordOperator
     from airflow_metric_gate.operators.persist import PersistValuesOperator
     from airflow_metric_gate.operators.select import SelectStepsOperator, reference_declarations
-    from airflow_metric_gate.pipeline import select, selection_to_payload
+    from airflow_metric_gate.pipeline import selection_to_payload
     from airflow_metric_gate.records import read_record
+    from airflow_metric_gate.selection import select_steps
 
     os.environ["AIRFLOW_CONN_METRIC_GATE_DB"] = f"sqlite:///{workdir / f'store-{values}.db'}"
     gates = [{"metric_key": f"bench/metric_{m:02d}", "steps": "all", "constraint": CONSTRAINT} for m in range(METRICS)]
@@ -106,7 +107,7 @@ def measure(values: int, workdir: Path) -> dict:
         if night == 1:
             passing_verdict = _size(out["evaluate_gate"])
     reference = out["select_steps"]
-    before_select = selection_to_payload(select(read_record(record), reference_declarations(reference)))
+    before_select = selection_to_payload(select_steps(read_record(record), reference_declarations(reference)))
     before_select["location"] = str(record)
     before = {
         "ingest_record": _size({k: v for k, v in out["ingest_record"].items() if k != "checksum"}),

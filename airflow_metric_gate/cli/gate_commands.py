@@ -19,9 +19,16 @@ from airflow_metric_gate.declarations import DeclarationError, collapse_duplicat
 from airflow_metric_gate.enums import RecordFormat
 from airflow_metric_gate.errors import LocatedError
 from airflow_metric_gate.limits import MAX_NAME_BYTES, key_problem
-from airflow_metric_gate.pipeline import EarlierRunsPending, RunInfo, SeriesIdentity, ingest, new_run_id, run_gate
+from airflow_metric_gate.pipeline import (
+    EarlierRunsPending,
+    EvaluateOptions,
+    RunInfo,
+    SeriesIdentity,
+    new_run_id,
+    run_gate,
+)
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.records import Record
+from airflow_metric_gate.records import Record, read_record
 from airflow_metric_gate.report import warning_lines
 from airflow_metric_gate.storage import is_uri, record_path, storage_errors
 from airflow_metric_gate.store import StoreInputError, open_store
@@ -44,10 +51,16 @@ def _read_record(args: argparse.Namespace) -> Record:
     """
     if args.format == RecordFormat.MLFLOW:  # RECORD names the run (runs:/<id>, experiments:/<name>?tag.k=v)
         with contextlib.redirect_stdout(sys.stderr):
-            return ingest(args.record, format=args.format)
+            return read_record(args.record, format=args.format)
     with contextlib.redirect_stdout(sys.stderr), storage_errors(args.record):
         location = record_path(args.record, conn_id=args.storage_conn_id) if is_uri(args.record) else args.record
-        return ingest(location, format=args.format)
+        return read_record(location, format=args.format)
+
+
+def _evaluate_options(args: argparse.Namespace, *, enforce: bool | None = None) -> EvaluateOptions:
+    """The evaluate options of ``run`` and ``show``: history, aggregate, and what the verdict lists."""
+    return EvaluateOptions(history_limit=args.history_limit, min_history=args.min_history, aggregate=args.aggregate,
+                           enforce=enforce, all_results=args.all, max_results=args.max_results)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -66,8 +79,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         try:
             verdict = run_gate(
                 store, record=record, declarations=declarations, identity=identity, run=run,
-                format=args.format, history_limit=args.history_limit, min_history=args.min_history,
-                aggregate=args.aggregate, enforce=args.enforce, all_results=args.all, max_results=args.max_results,
+                format=args.format, options=_evaluate_options(args, enforce=args.enforce),
                 wait=args.wait, on_skipped=_skipped_reporter(args.verbose),
                 on_stored=lambda run_id: setattr(args, "stored_run", run_id),
             )
@@ -122,9 +134,7 @@ def _cmd_show(args: argparse.Namespace) -> int:
     with open_store(args.store, read_only=True) as store:
         if store.get_run(args.run_id) is None:
             raise StoreInputError(f"no run {args.run_id!r} in the metric store; see `metric-gate runs`")
-        verdict = evaluate(store, args.run_id, history_limit=args.history_limit, min_history=args.min_history,
-                           aggregate=args.aggregate, all_results=args.all, max_results=args.max_results,
-                           record=False)
+        verdict = evaluate(store, args.run_id, options=_evaluate_options(args), record=False)
     if args.json:
         print(json.dumps(verdict, indent=2))
     else:

@@ -17,7 +17,14 @@ from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HI
 from airflow_metric_gate.operators._shared import optional, upstream_value
 from airflow_metric_gate.operators.base import MetricGateBaseOperator
 from airflow_metric_gate.operators.links import MetricGateTabLink
-from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, describe_runs, empty_verdict, evaluate
+from airflow_metric_gate.pipeline import (
+    EvaluateOptions,
+    RunInfo,
+    SeriesIdentity,
+    describe_runs,
+    empty_verdict,
+    evaluate,
+)
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report, show_command
 from airflow_metric_gate.store.urls import scrub
@@ -235,9 +242,7 @@ class EvaluateGateOperator(MetricGateBaseOperator):
         if problem:
             raise self.bad_input(problem)
         with self.store() as store:
-            return evaluate(
-                store,
-                run_id,
+            options = EvaluateOptions(
                 history_limit=self.history_limit,
                 min_history=self.min_history,
                 aggregate=self.aggregate,
@@ -246,6 +251,7 @@ class EvaluateGateOperator(MetricGateBaseOperator):
                 max_results=self.max_results,
                 max_bytes=XCOM_MAX_BYTES,
             )
+            return evaluate(store, run_id, options=options)
 
     def execute(self, context: Context, waiting_since: str | None = None) -> None:
         """Evaluate, push the verdict to XCom (``return_value``), log it, then enforce.

@@ -11,16 +11,16 @@ from airflow_metric_gate.operators.base import MetricGateBaseOperator
 from airflow_metric_gate.operators.ingest import checked_record
 from airflow_metric_gate.operators.select import is_reference, reference_declarations
 from airflow_metric_gate.pipeline import (
+    PAYLOAD_DEPRECATED,
     RunInfo,
     SeriesIdentity,
     airflow_store_run_id,
     payload_to_selection,
     persist,
     record_warnings,
-    select,
 )
 from airflow_metric_gate.printable import printable
-from airflow_metric_gate.selection import Selection
+from airflow_metric_gate.selection import Selection, select_steps
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -52,9 +52,9 @@ class PersistValuesOperator(MetricGateBaseOperator):
          "backend": "cuda", "suite": "nightly-8xh100", "role": "baseline",
          "logical_date": "2026-11-30T00:00:00+00:00"}
 
-    :param selection: the reference :class:`SelectStepsOperator` returned (or a selection with its
-        values, as ``pipeline.selection_to_payload`` encodes it, for use without a record); ``None``
-        takes it from the only upstream task's XCom (templated).
+    :param selection: the reference :class:`SelectStepsOperator` returned (or, deprecated: it warns,
+        a selection with its values, as ``pipeline.selection_to_payload`` encodes it, for use
+        without a record); ``None`` takes it from the only upstream task's XCom (templated).
     :param series: the training job whose nights are comparable (templated).
     :param backend: the hardware, default ``cuda`` (templated).
     :param suite: the schedule or cluster, e.g. ``nightly-8xh100`` (templated).
@@ -155,9 +155,11 @@ class PersistValuesOperator(MetricGateBaseOperator):
         """Return the selections, and the location and checksum of the record they came from, if any."""
         if not is_reference(payload):
             try:
-                return payload_to_selection(payload), None
+                selections = payload_to_selection(payload)
             except (ValueError, KeyError, TypeError) as err:
                 raise self.bad_input(f"selection is not usable: {err}") from err
+            self.log.warning("%s", PAYLOAD_DEPRECATED)
+            return selections, None
         try:
             declarations = reference_declarations(payload)
         except (ValueError, KeyError, TypeError) as err:
@@ -169,7 +171,7 @@ class PersistValuesOperator(MetricGateBaseOperator):
             record, from_copy = checked_record(location, storage_conn_id, payload["format"], checksum)
         if from_copy:
             self.log.info("Read the local copy ingest verified of %s (not downloaded again)", location)
-        selections = select(record, declarations)
+        selections = select_steps(record, declarations)
         self.record_warnings = record_warnings(record, declarations)
         for warning in self.record_warnings:
             self.log.warning("Record %s: %s", location, printable(warning["message"]))

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,7 @@ def test_run_gate_returns_the_verdict_the_pipeline_builds(tmp_path: Path, store_
             reference, record=record, declarations=load_declarations(GATES),
             identity=pipeline.SeriesIdentity("rl-7b", "cpu", "nightly"),
             run=pipeline.RunInfo(run_id=f"night-{i}", role="baseline",
-                                 logical_date=pipeline.datetime.fromisoformat(night + "T00:00:00+00:00")),
+                                 logical_date=datetime.fromisoformat(night + "T00:00:00+00:00")),
             enforce=True, all_results=True,
         )
         assert isinstance(verdict, Verdict)

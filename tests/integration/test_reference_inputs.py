@@ -362,8 +362,9 @@ def test_last_gates_the_last_point_of_the_last_line_when_a_resumed_trainer_resta
 
 def test_many_dropped_points_are_listed_up_to_the_cap_and_counted_and_fit_the_xcom_limit(store_url, tmp_path):
     from airflow_metric_gate.declarations import load_gates_file
-    from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, record_warnings, select
+    from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist, record_warnings
     from airflow_metric_gate.records import MAX_DROPPED_NOTES, read_record
+    from airflow_metric_gate.selection import select_steps
 
     path = _record(tmp_path / "night.jsonl",
                    {"metric": "rollout/raw_reward", "series": [[s, None] for s in range(300)] + [[300, 0.5]]})
@@ -373,7 +374,7 @@ def test_many_dropped_points_are_listed_up_to_the_cap_and_counted_and_fit_the_xc
     assert [w["step"] for w in warnings[:-1]] == list(range(MAX_DROPPED_NOTES))  # the first ones, with their place
     assert warnings[-1]["kind"] == "more" and warnings[-1]["count"] == 300 - MAX_DROPPED_NOTES  # the rest counted
     with open_store(store_url) as store:
-        persist(store, SeriesIdentity("rl"), RunInfo("n1"), select(record, declarations), warnings=warnings)
+        persist(store, SeriesIdentity("rl"), RunInfo("n1"), select_steps(record, declarations), warnings=warnings)
         verdict = evaluate(store, "n1", max_bytes=3000)
     assert len(json.dumps(verdict)) <= 3000 and verdict["counts"]["INACTIVE"] == 1
     shown = [w for w in verdict["warnings"] if w["kind"] == "dropped_value"]

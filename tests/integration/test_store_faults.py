@@ -28,7 +28,11 @@ from airflow_metric_gate.pipeline import selection_to_payload
 from airflow_metric_gate.selection import Selection
 from airflow_metric_gate.store import postgres as pg_store
 
-pytestmark = pytest.mark.postgres
+# Some tests give PersistValuesOperator its values inline (the deprecated version 1 selection).
+pytestmark = [
+    pytest.mark.postgres,
+    pytest.mark.filterwarnings("ignore:a selection with its values inline:DeprecationWarning"),
+]
 
 METRICS = ("train/loss", "train/grad_norm", "rollout/raw_reward")
 STEPS = 600

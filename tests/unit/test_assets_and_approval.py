@@ -30,6 +30,9 @@ from airflow_metric_gate.pipeline import selection_to_payload
 from airflow_metric_gate.selection import Selection
 from airflow_metric_gate.store import open_store
 
+# These tests give PersistValuesOperator its values inline (the deprecated version 1 selection).
+pytestmark = pytest.mark.filterwarnings("ignore:a selection with its values inline:DeprecationWarning")
+
 FIRST = datetime(2026, 11, 1, tzinfo=timezone.utc)
 
 

@@ -27,7 +27,7 @@ from airflow_metric_gate.evaluation import (
 from airflow_metric_gate.report import render_report
 from airflow_metric_gate.rules import night_mean_k, rule_options
 from airflow_metric_gate.schemas.verdict import VerdictSchema
-from airflow_metric_gate.verdict import build_verdict
+from airflow_metric_gate.verdict import VerdictHeader, VerdictOptions, build_verdict
 
 C = {"rel_up": 0.5, "rel_down": 0.5}
 #: median 1.0; |v - 1.0|: 0 .1 .1 .2 .2 0 .05 .05 0 0, MAD 0.05
@@ -140,9 +140,9 @@ def _verdict(step_fail: bool) -> dict:
                               side="above", bound="rel", reason="2 is above hi 1.5"))
     results.append(night_result(*key, zs, judge_night(zs, 3.5), 3.5))
     counts = {PASS: 4 - step_fail, FAIL: 1 + step_fail, INACTIVE: 0, "ERROR": 0}
-    return build_verdict(series="s", backend="b", suite="n", run_id="r", role="baseline", logical_date="2026-01-01",
-                         results=results, trusted=False, enforced=True, blocking=len(results), counts=counts,
-                         declaration_counts={key: counts})
+    header = VerdictHeader(series="s", backend="b", suite="n", run_id="r", role="baseline",
+                           logical_date="2026-01-01", trusted=False, enforced=True, blocking=len(results))
+    return build_verdict(header, results, VerdictOptions(counts=counts, declaration_counts={key: counts}))
 
 
 def test_a_failing_night_alone_is_summarized_and_rendered():

@@ -20,6 +20,9 @@ from airflow_metric_gate.pipeline import selection_to_payload
 from airflow_metric_gate.selection import Selection
 from airflow_metric_gate.store import open_store
 
+# These tests give PersistValuesOperator its values inline (the deprecated version 1 selection).
+pytestmark = pytest.mark.filterwarnings("ignore:a selection with its values inline:DeprecationWarning")
+
 CONSTRAINT = {"rel_up": 0.5, "rel_down": 0.2}
 FIRST_NIGHT = datetime(2026, 11, 1, tzinfo=timezone.utc)
 

@@ -17,6 +17,9 @@ from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.pipeline import SeriesIdentity, airflow_store_run_id, selection_to_payload
 from airflow_metric_gate.selection import Selection
 
+# These tests give PersistValuesOperator its values inline (the deprecated version 1 selection).
+pytestmark = pytest.mark.filterwarnings("ignore:a selection with its values inline:DeprecationWarning")
+
 CONSTRAINT = {"rel_up": 0.5, "rel_down": 0.5}
 
 
@@ -267,3 +270,12 @@ def test_storage_conn_id_given_to_ingest_only_reaches_persist_through_xcom(db, t
     assert own["storage_conn_id"] == "other"
     assert "storage_conn_id" not in IngestRecordOperator(task_id="ingest_record", location=str(record)).execute(
         context())
+
+
+@pytest.mark.filterwarnings("default::DeprecationWarning")
+def test_an_inline_selection_still_persists_but_warns_naming_the_reference(db):
+    with pytest.warns(DeprecationWarning, match=r"values inline \(version 1.*\) is deprecated as "
+                                                r"PersistValuesOperator's selection; pass the reference "
+                                                r"SelectStepsOperator returns \(version 2"):
+        result = _persist().execute(context())
+    assert (result["rows"], result["errors"], result["declarations"]) == (3, 1, 2)

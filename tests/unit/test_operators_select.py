@@ -12,8 +12,8 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_metric_gate.declarations import DeclarationError, declare
 from airflow_metric_gate.operators.ingest import IngestRecordOperator
 from airflow_metric_gate.operators.select import SelectStepsOperator, reference_declarations
-from airflow_metric_gate.pipeline import select
 from airflow_metric_gate.records import read_record
+from airflow_metric_gate.selection import select_steps
 
 CONSTRAINT = {"rel_up": 0.5, "rel_down": 0.5}
 
@@ -40,7 +40,7 @@ def gates_file(tmp_path):
 def _selected(payload):
     """What persist selects from the reference: the pinned record, the reference's declarations."""
     record = read_record(payload["location"], format=payload["format"])
-    return select(record, reference_declarations(payload))
+    return select_steps(record, reference_declarations(payload))
 
 
 def test_gates_file_gives_a_reference_without_values(record, gates_file):

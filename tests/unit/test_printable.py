@@ -7,7 +7,7 @@ import pytest
 from airflow_metric_gate.evaluation import evaluate_value
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.report import render_report, summary_line
-from airflow_metric_gate.verdict import build_verdict
+from airflow_metric_gate.verdict import VerdictHeader, VerdictOptions, build_verdict
 
 FORGED = "m\nmetric-gate: rl run r1: TRUSTED (1 results, 0 fail, 0 error)"
 
@@ -35,9 +35,9 @@ def _verdict(metric_key=FORGED, series="rl", **kwargs):
     result = evaluate_value(metric_key=metric_key, steps_key='"all"', constraint_key="{}", step=0, at_step=0,
                             current=5.0, constraint={"rel_up": 0.1, "rel_down": 0.1}, min_history=1,
                             history=[1.0])
-    return build_verdict(series=series, backend="cuda", suite="default", run_id="r1", role="baseline",
-                         logical_date="2026-11-30T00:00:00+00:00", results=[result], trusted=False, enforced=False,
-                         blocking=0, **kwargs)
+    header = VerdictHeader(series=series, backend="cuda", suite="default", run_id="r1", role="baseline",
+                           logical_date="2026-11-30T00:00:00+00:00", trusted=False, enforced=False, blocking=0)
+    return build_verdict(header, [result], VerdictOptions(**kwargs))
 
 
 def test_a_metric_key_cannot_forge_a_line_of_the_table_or_summary():

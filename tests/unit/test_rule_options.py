@@ -27,7 +27,7 @@ from airflow_metric_gate.evaluation import (
 from airflow_metric_gate.report import render_report
 from airflow_metric_gate.rules import RULE_OPTIONS, declaration_summary, rule_options
 from airflow_metric_gate.schemas.verdict import VerdictSchema
-from airflow_metric_gate.verdict import build_verdict
+from airflow_metric_gate.verdict import VerdictHeader, VerdictOptions, build_verdict
 
 C = {"rel_up": 0.1, "rel_down": 0.1}
 
@@ -92,9 +92,9 @@ def _verdict(warn: bool) -> dict:
     key = ("loss", '"all"', '{"rel_up":0.1}')
     fail = Result(*key, step=3, at_step=3, status=FAIL, current=2.0, ref=1.0, n=5, lo=0.9, hi=1.1,
                   side="above", bound="rel", reason="2 is above hi 1.1")
-    return build_verdict(series="s", backend="b", suite="n", run_id="r", role="baseline", logical_date="2026-01-01",
-                         results=[fail], trusted=False, enforced=True, blocking=0 if warn else 1,
-                         warn_declarations=[key] if warn else ())
+    header = VerdictHeader(series="s", backend="b", suite="n", run_id="r", role="baseline",
+                           logical_date="2026-01-01", trusted=False, enforced=True, blocking=0 if warn else 1)
+    return build_verdict(header, [fail], VerdictOptions(warn_declarations=[key] if warn else ()))
 
 
 def test_a_warn_declaration_is_reported_as_a_warning():

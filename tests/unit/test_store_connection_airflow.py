@@ -19,6 +19,9 @@ from airflow_metric_gate.operators.persist import PersistValuesOperator
 from airflow_metric_gate.pipeline import selection_to_payload
 from airflow_metric_gate.selection import Selection
 
+# These tests give PersistValuesOperator its values inline (the deprecated version 1 selection).
+pytestmark = pytest.mark.filterwarnings("ignore:a selection with its values inline:DeprecationWarning")
+
 PASSWORD = "Hunter2Secret"
 AT_PASSWORD = "Sup3rFirst@S3cretTail"
 SECRET_PARTS = (PASSWORD, "Sup3rFirst", "S3cretTail")

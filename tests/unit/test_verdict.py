@@ -12,6 +12,8 @@ from airflow_metric_gate.schemas.verdict import VerdictSchema
 from airflow_metric_gate.verdict import (
     DISTANCE_TINY,
     XCOM_MAX_BYTES,
+    VerdictHeader,
+    VerdictOptions,
     band_distance,
     build_verdict,
 )
@@ -41,9 +43,10 @@ def _regressed_results():
 
 def _verdict(results, **kwargs):
     blocking = sum(1 for r in results if r.status in ("FAIL", "ERROR"))
-    return build_verdict(series="rl-7b", backend="cuda", suite="nightly", run_id="af-1", role="baseline",
-                         logical_date="2026-11-29T00:00:00+00:00", results=results, trusted=blocking == 0,
-                         enforced=True, blocking=blocking, **kwargs)
+    header = VerdictHeader(series="rl-7b", backend="cuda", suite="nightly", run_id="af-1", role="baseline",
+                           logical_date="2026-11-29T00:00:00+00:00", trusted=blocking == 0, enforced=True,
+                           blocking=blocking)
+    return build_verdict(header, results, VerdictOptions(**kwargs))
 
 
 def test_distance_is_the_excess_over_the_band_relative_to_the_baseline():
@@ -212,3 +215,24 @@ def test_the_failing_steps_of_a_steps_list_read_as_a_list(listed, currents, show
     results = [_result("eval/f1", s, currents[s], 0.8, steps_key=key) for s in listed]
     (line,) = [x for x in str(render_report(_verdict(results))).splitlines() if x.startswith("REGRESSED")]
     assert line.startswith(f"REGRESSED eval/f1 (steps {key}): {shown}, worst step")
+
+
+def test_the_verdict_options_default_to_listing_the_worst_200_results_unbounded():
+    options = VerdictOptions()
+    assert (options.all_results, options.max_results, options.max_bytes, options.listed) == (False, 200, None, None)
+    assert (options.counts, options.declaration_counts, options.sections) == (None, None, None)
+    assert tuple(options.extra_fields) == () and tuple(options.warn_declarations) == ()
+    assert _verdict(_regressed_results()) == _verdict(_regressed_results(), max_results=200)
+
+
+def test_an_unknown_verdict_option_is_refused():
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_result'"):
+        VerdictOptions(max_result=3)  # type: ignore[call-arg]
+
+
+def test_the_header_leads_the_verdict_in_its_documented_order():
+    verdict = _verdict(_regressed_results())
+    assert list(verdict)[:10] == ["schema", "series", "backend", "suite", "run_id", "role", "logical_date",
+                                  "trusted", "enforced", "blocking"]
+    assert (verdict["series"], verdict["run_id"], verdict["trusted"], verdict["enforced"]) == \
+        ("rl-7b", "af-1", False, True)

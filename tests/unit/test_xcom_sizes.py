@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from airflow_metric_gate.declarations import declare
 from airflow_metric_gate.evaluation import FAIL, Result
 from airflow_metric_gate.operators.select import selection_reference
 from airflow_metric_gate.pipeline import payload_to_selection, selection_to_payload
 from airflow_metric_gate.selection import Selection
-from airflow_metric_gate.verdict import XCOM_MAX_BYTES, build_verdict
+from airflow_metric_gate.verdict import XCOM_MAX_BYTES, VerdictHeader, VerdictOptions, build_verdict
+
+# These tests decode the values inline (the deprecated version 1 selection).
+pytestmark = pytest.mark.filterwarnings("ignore:a selection with its values inline:DeprecationWarning")
 
 C = {"rel_up": 0.5, "abs_floor_up": 0.05, "rel_down": 0.2, "abs_floor_down": 0.05}
 
@@ -52,9 +57,9 @@ def test_verdict_is_capped_whatever_the_run_size():
                hi=1.2, side="below", bound="rel", reason="0.1 is below lo 0.64 (ref 0.8 - rel 0.2 x |ref| = 0.16)")
         for s in range(100_000)
     ]
-    verdict = build_verdict(series="s", backend="cuda", suite="x", run_id="r", role="baseline",
-                            logical_date="2026-11-30T00:00:00+00:00", results=results, trusted=False,
-                            enforced=True, blocking=100_000, max_bytes=XCOM_MAX_BYTES)
+    header = VerdictHeader(series="s", backend="cuda", suite="x", run_id="r", role="baseline",
+                           logical_date="2026-11-30T00:00:00+00:00", trusted=False, enforced=True, blocking=100_000)
+    verdict = build_verdict(header, results, VerdictOptions(max_bytes=XCOM_MAX_BYTES))
     assert _size(verdict) <= XCOM_MAX_BYTES < 64 * 1024
     assert verdict["counts"]["FAIL"] == 100_000
     assert len(verdict["results"]) + verdict["truncated"] == 100_000

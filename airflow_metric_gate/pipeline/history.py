@@ -1,0 +1,110 @@
+"""The calibrated policy's history in evaluate: the earlier judged nights, and why a declaration has none."""
+
+from __future__ import annotations
+
+import json
+
+from airflow_metric_gate.decision.history import Candidate, choose_history, night_trusted
+from airflow_metric_gate.decision.parameters import SHIFT_ADOPT
+from airflow_metric_gate.judging import CalibratedJudgement, judge_calibrated, merge_judgements
+from airflow_metric_gate.store import MetricStore, RunRow
+
+
+def outcome_key(key: tuple[str, str, str]) -> str:
+    """Return the key a declaration's outcome has in a run's stored ``outcomes``.
+
+    :param key: the declaration, ``(metric_key, steps_key, constraint_key)``.
+    """
+    return json.dumps(list(key))
+
+
+def candidate_limit(history_limit: int) -> int:
+    """How many earlier judged nights are read to choose each declaration's history from.
+
+    :param history_limit: the baseline's history limit.
+    """
+    return 3 * history_limit + SHIFT_ADOPT + 5
+
+
+def _candidates_of(candidates: list, key: tuple[str, str, str]) -> list[Candidate]:
+    name = outcome_key(key)
+    out = []
+    for run_id, date, status, marked, stored in candidates:
+        outcome = stored.get(name)
+        out.append(Candidate(run_id, date.isoformat(), night_trusted(status, marked, outcome), outcome))
+    return out
+
+
+def starved_reason(candidates: list, key: tuple[str, str, str] | None) -> str | None:
+    """Name why a declaration has no trusted history although earlier nights exist, or ``None``.
+
+    :param candidates: the earlier judged nights (:meth:`MetricStore.judged_candidates`), oldest first.
+    :param key: the declaration (trust per declaration), or ``None`` for the run's own trust.
+    """
+    if not candidates:
+        return None
+    if key is None:
+        trusted = [c for c in candidates if (c[3] or c[2]) == "trusted"]
+    else:
+        trusted = [c for c in _candidates_of(candidates, key) if c.trusted]
+    if trusted:
+        return None
+    latest = candidates[-1]
+    cause = (latest[4].get("_cause") or {}).get("cause") if latest[4] else None
+    since = candidates[0][1].date().isoformat()
+    because = f", the latest because {cause}" if cause else ""
+    return (f"starved baseline: no trusted night since {since}: every one of the {len(candidates)} earlier "
+            f"night(s) was untrusted{because}")
+
+
+def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, run_errors: list,
+                                  candidates: list, *, history_limit: int, min_history: int,
+                                  all_results: bool) -> CalibratedJudgement:
+    """Judge a run's calibrated declarations: choose each one's history, read those nights' values, decide.
+
+    One declaration at a time: its values and its chosen nights' values are read, judged and let go
+    before the next one's are read.
+
+    :param store: the metric store.
+    :param run: the stored run being judged.
+    :param gates: its calibrated declarations, by their keys.
+    :param run_errors: the run's selection errors, ``(key, ordinal, message)``.
+    :param candidates: the earlier judged nights (:meth:`MetricStore.judged_candidates`), oldest first.
+    :param history_limit: the baseline's history limit.
+    :param min_history: fewer history nights make a declaration INACTIVE.
+    :param all_results: keep every result, not only FAIL and ERROR.
+    """
+    choices = {key: choose_history(_candidates_of(candidates, key), history_limit) for key in gates}
+    # the nights read: those of every declaration's history (a declaration's recent nights are read
+    # only when they are among them)
+    needed = sorted({c.run_id for choice in choices.values() for c in choice.history})
+    part = None
+    for key, gate in gates.items():
+        choice = choices[key]
+        current, found = store.declaration_night(run.run_id, key, needed)
+        for c in choice.history:
+            c.values = found.get(c.run_id, {})
+        for c in choice.recent:
+            c.values = found.get(c.run_id, {})
+        one = judge_calibrated({key: [(v.step, v.at_step, v.value, v.ordinal) for v in current]}, {key: gate},
+                               [e for e in run_errors if e[0] == key], {key: choice}, run_id=run.run_id,
+                               logical_date=run.logical_date.isoformat(), min_history=min_history,
+                               all_results=all_results)
+        del current, found
+        for c in [*choice.history, *choice.recent]:  # judged: its values are not needed again
+            c.values = {}
+        decision = one.decisions[key]
+        if decision.outcome == "inactive" and not choice.history:
+            reason = starved_reason(candidates, key)
+            if reason:
+                decision.report["starved"] = reason
+                for r in decision.results:
+                    r.reason = reason
+        decision.results = []  # one per step: the verdict keeps its own (FAIL, ERROR, or every one)
+        part = one if part is None else CalibratedJudgement(merge_judgements(part.judgement, one.judgement),
+                                                            {**part.decisions, **one.decisions})
+    assert part is not None
+    failed = list(dict.fromkeys(e[0] for e in run_errors if e[0] in gates))  # decisions: errors first
+    part.decisions = {key: part.decisions[key] for key in [*failed, *(k for k in gates if k not in failed)]}
+    return part
+
