@@ -89,7 +89,7 @@ def evaluate(
     decisions: dict = {}
     candidates: list | None = None
     starved_reasons: dict = {}
-    # a night's FAILs are not all held: of each reference declaration those the verdict can show
+    # a night's FAILs are not all held: of each declaration those the verdict can show
     keep = None if all_results or max_results is None else max_results
     reference_gates: dict = {}
     if len(calibrated) < len(gates):  # the reference policy (SPEC 6): one baseline read for the run
@@ -120,7 +120,7 @@ def evaluate(
             candidates = store.judged_candidates(run_id, candidate_limit(history_limit))
         part = judge_calibrated_declarations(store, run, {key: gates[key] for key in calibrated}, run_errors,
                                              candidates, history_limit=history_limit, min_history=min_history,
-                                             all_results=all_results)
+                                             all_results=all_results, keep=keep)
         decisions = part.decisions
         for key, decision in decisions.items():
             outcomes[outcome_key(key)] = _with_threshold(decision.stored, decision.report)
@@ -166,8 +166,8 @@ def _blocking(judgement: RunJudgement, gates: dict, calibrated: set, continuing:
 
     Returns the count and each marked result's extra verdict fields (``blocking``,
     ``allowlist_reason``, ``policy``), by index into the judgement's results.  When ``keep`` is set,
-    the reference declarations' results are not all kept: their blocking ones are counted from the
-    declaration counts instead.
+    the declarations' results are not all kept (under either policy): their blocking ones are
+    counted from the declaration counts instead.
     """
     extras: list[tuple[int, dict]] = []
     blocking = 0
@@ -177,17 +177,15 @@ def _blocking(judgement: RunJudgement, gates: dict, calibrated: set, continuing:
             fields["allowlist_reason"] = gate["allowlist_reason"]
         key = (r.metric_key, r.steps_key, r.constraint_key)
         if blocks(r.status, gate, enforce=enforce, outcome=continuing.get(key)):
-            if keep is None or key in calibrated:  # the others are counted below
+            if keep is None:  # else not every result is kept: they are counted below
                 blocking += 1
             fields["blocking"] = True
         if key in calibrated:
             fields["policy"] = "calibrated"
         if fields:
             extras.append((i, fields))
-    if keep is not None:  # the reference declarations' results are not all kept: count them
+    if keep is not None:  # the declarations' results are not all kept: count them
         for key in gates:
-            if key in calibrated:
-                continue
             for status in (FAIL, ERROR):
                 n = judgement.per_declaration[key][status]
                 if n and blocks(status, gates[key], enforce=enforce, outcome=continuing.get(key)):

@@ -59,7 +59,7 @@ def starved_reason(candidates: list, key: tuple[str, str, str] | None) -> str | 
 
 def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, run_errors: list,
                                   candidates: list, *, history_limit: int, min_history: int,
-                                  all_results: bool) -> CalibratedJudgement:
+                                  all_results: bool, keep: int | None = None) -> CalibratedJudgement:
     """Judge a run's calibrated declarations: choose each one's history, read those nights' values, decide.
 
     One declaration at a time: its values and its chosen nights' values are read, judged and let go
@@ -73,6 +73,8 @@ def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, 
     :param history_limit: the baseline's history limit.
     :param min_history: fewer history nights make a declaration INACTIVE.
     :param all_results: keep every result, not only FAIL and ERROR.
+    :param keep: keep only the step FAILs and ERRORs a verdict of this many results can show
+        (see :func:`~airflow_metric_gate.judging.judge_calibrated`); ``None`` keeps all.
     """
     choices = {key: choose_history(_candidates_of(candidates, key), history_limit) for key in gates}
     # the nights read: those of every declaration's history (a declaration's recent nights are read
@@ -89,7 +91,7 @@ def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, 
         one = judge_calibrated({key: [(v.step, v.at_step, v.value, v.ordinal) for v in current]}, {key: gate},
                                [e for e in run_errors if e[0] == key], {key: choice}, run_id=run.run_id,
                                logical_date=run.logical_date.isoformat(), min_history=min_history,
-                               all_results=all_results)
+                               all_results=all_results, keep=keep)
         del current, found
         for c in [*choice.history, *choice.recent]:  # judged: its values are not needed again
             c.values = {}

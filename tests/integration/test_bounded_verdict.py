@@ -8,6 +8,7 @@ declaration from all its results; evaluate keeps of each declaration only what t
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -101,3 +102,78 @@ def test_a_bounded_verdict_within_a_byte_limit_counts_every_result_left_out(stor
     assert 0 < shown < 200
     assert bounded == {**whole, "results": whole["results"][:shown],
                        "truncated": whole["counts"]["FAIL"] + whole["counts"]["ERROR"] - shown}
+
+
+# -- the calibrated policy: a night that fails at most steps of several declarations ---------------
+
+CALIBRATED_NIGHTS = 8
+
+
+def _calibrated_declarations():
+    return [
+        declare("c/loss", steps="all", constraint=BAND, policy="calibrated", direction="up"),
+        declare("c/reward", steps="all", constraint=BAND, policy="calibrated", direction="down"),
+        declare("c/kl", steps="all", constraint=BAND, policy="calibrated", direction="both"),
+        declare("c/absent", steps="all", constraint=BAND, policy="calibrated"),  # ERROR on the last night
+        declare("c/warn", steps="all", constraint=BAND, policy="calibrated", direction="up", severity="warn"),
+    ]
+
+
+def _calibrated_value(metric, step, night, failing):
+    noise = 1.0 + 0.02 * math.sin(step * 12.9898 + night * 78.233) + 0.01 * ((step * 7 + night * 3) % 5 - 2)
+    if not failing:
+        return noise
+    if metric == "c/loss":
+        return noise * (2.0 + (step // 9) * 0.01)  # every step far above, ties of nine steps
+    if metric == "c/reward":
+        return noise * (0.3 if step % 3 else 0.9)  # two steps in three far below
+    if metric == "c/kl":
+        return noise * (4.0 if step % 2 else 0.25)  # both sides
+    return noise * 1.8  # c/warn
+
+
+def _calibrated_selections(night, failing):
+    out = []
+    for d in _calibrated_declarations():
+        if d.metric_key == "c/absent" and failing:
+            out.append(Selection(d, error="metric c/absent not found in the record"))
+            continue
+        steps = range(STEPS - 40) if d.metric_key == "c/reward" and failing else range(STEPS)  # steps missing
+        out.append(Selection(d, points=[(s, _calibrated_value(d.metric_key, s, night, failing), s) for s in steps]))
+    return out
+
+
+@pytest.fixture
+def calibrated_night(store):
+    identity = SeriesIdentity("bounded-calibrated")
+    for n in range(CALIBRATED_NIGHTS):
+        run = RunInfo(f"cal-n{n}", "baseline", T0 + timedelta(days=n))
+        persist(store, identity, run, _calibrated_selections(n, False))
+        assert evaluate(store, run.run_id)["trusted"]
+    last = RunInfo("cal-last", "baseline", T0 + timedelta(days=CALIBRATED_NIGHTS))
+    persist(store, identity, last, _calibrated_selections(CALIBRATED_NIGHTS, True))
+    return last.run_id
+
+
+@pytest.mark.parametrize("max_results", [0, 1, 5, 37])
+def test_a_bounded_calibrated_verdict_is_the_whole_verdict_cut(store, calibrated_night, max_results, monkeypatch):
+    kept_sizes = []
+    items = judging.KeptResults.items
+
+    def counted(self):
+        found = items(self)
+        kept_sizes.append(len(found))
+        return found
+
+    monkeypatch.setattr(judging.KeptResults, "items", counted)
+    whole = evaluate(store, calibrated_night, max_results=None, record=False, enforce=True)
+    assert kept_sizes == []
+    bounded = evaluate(store, calibrated_night, max_results=max_results, record=False, enforce=True)
+    failing = whole["counts"]["FAIL"] + whole["counts"]["ERROR"]
+    assert failing > 1000 and whole["truncated"] == 0
+    assert {e["metric_key"] for e in whole["summary"]} == {"c/loss", "c/reward", "c/kl", "c/absent", "c/warn"}
+    assert bounded == {**whole, "results": whole["results"][:max_results], "truncated": failing - max_results}
+    # held: about max_results step results per declaration and the few that set its summary, not every FAIL
+    assert len(kept_sizes) == 5  # one per declaration, judged one at a time
+    assert sum(kept_sizes) <= 5 * (max(max_results, 1) * 2 + 5)
+    assert 0 < whole["blocking"] < failing  # c/warn fails without blocking
