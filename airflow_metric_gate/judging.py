@@ -22,6 +22,7 @@ from airflow_metric_gate.decision.calibrated import Decision, HistoryChoice, jud
 from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES
 from airflow_metric_gate.enums import ERROR, FAIL, PASS, STATUSES
 from airflow_metric_gate.evaluation import (
+    NIGHT_BOUND,
     Result,
     constraint_params,
     describe,
@@ -39,7 +40,7 @@ from airflow_metric_gate.rules import (
     night_mean_k,
     tolerate_isolated_failures,
 )
-from airflow_metric_gate.verdict import CALIBRATED_NIGHT_BOUNDS, DISTANCE_TINY
+from airflow_metric_gate.verdict import DISTANCE_TINY
 
 __all__ = ["CalibratedJudgement", "Key", "KeptResults", "RunJudgement", "judge_calibrated", "judge_run",
            "merge_judgements", "outcome_of", "step_fail_distance"]
@@ -328,7 +329,8 @@ def _step_result(result: Result) -> bool:
     """Whether a calibrated result is a step's FAIL or ERROR with its band (what :class:`KeptResults` ranks)."""
     if result.status == ERROR:
         return result.step is not None
-    return (result.status == FAIL and result.step is not None and result.bound not in CALIBRATED_NIGHT_BOUNDS
+    # a step's FAIL (a blow-up's included) has its band; the night's own results have no step
+    return (result.status == FAIL and result.step is not None and result.bound != NIGHT_BOUND
             and None not in (result.current, result.ref, result.lo, result.hi))
 
 

@@ -103,7 +103,10 @@ def operators_child(record: str, store_url: str, night: int) -> None:
         verdict = evaluate(store, run.run_id, write_version=stored["write_version"], max_bytes=XCOM_MAX_BYTES)
     # one result per point; the calibrated policy adds one night result per failing declaration
     assert 0 <= sum(verdict["counts"].values()) - counts["points"] <= counts["metrics"], (verdict["counts"], counts)
-    assert len(json.dumps(verdict)) <= XCOM_MAX_BYTES
+    # the summary is never cut (docs/verdict.md): a night on which every one of the 100 calibrated
+    # declarations fails has a verdict above the XCom limit (about 1.3 KB per failing declaration)
+    calibrated = any(getattr(d, "policy", None) == "calibrated" for d in declarations)
+    assert len(json.dumps(verdict)) <= XCOM_MAX_BYTES or calibrated
 
 
 def bench(points: int, store: str, pg_url: str, workdir: Path, *, failing: bool = False,

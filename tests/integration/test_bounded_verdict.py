@@ -15,7 +15,7 @@ import pytest
 
 from airflow_metric_gate import judging
 from airflow_metric_gate.declarations import declare
-from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, persist
+from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, history, persist
 from airflow_metric_gate.selection import Selection
 
 T0 = datetime(2026, 5, 1, tzinfo=timezone.utc)
@@ -116,6 +116,7 @@ def _calibrated_declarations():
         declare("c/kl", steps="all", constraint=BAND, policy="calibrated", direction="both"),
         declare("c/absent", steps="all", constraint=BAND, policy="calibrated"),  # ERROR on the last night
         declare("c/warn", steps="all", constraint=BAND, policy="calibrated", direction="up", severity="warn"),
+        declare("c/blowup", steps="all", constraint=BAND, policy="calibrated", direction="up"),
     ]
 
 
@@ -129,6 +130,8 @@ def _calibrated_value(metric, step, night, failing):
         return noise * (0.3 if step % 3 else 0.9)  # two steps in three far below
     if metric == "c/kl":
         return noise * (4.0 if step % 2 else 0.25)  # both sides
+    if metric == "c/blowup":
+        return noise * (50.0 if step % 4 else 1.0)  # three steps in four blow up
     return noise * 1.8  # c/warn
 
 
@@ -165,15 +168,28 @@ def test_a_bounded_calibrated_verdict_is_the_whole_verdict_cut(store, calibrated
         kept_sizes.append(len(found))
         return found
 
+    held = []  # the results each declaration's judgement holds for the verdict
+    judge = history.judge_calibrated
+
+    def holding(*args, **kwargs):
+        part = judge(*args, **kwargs)
+        held.append(len(part.judgement.results))
+        return part
+
     monkeypatch.setattr(judging.KeptResults, "items", counted)
+    monkeypatch.setattr(history, "judge_calibrated", holding)
     whole = evaluate(store, calibrated_night, max_results=None, record=False, enforce=True)
-    assert kept_sizes == []
+    assert kept_sizes == [] and sum(held) > 1000
+    held.clear()
     bounded = evaluate(store, calibrated_night, max_results=max_results, record=False, enforce=True)
+    assert sum(held) <= 6 * (max(max_results, 1) * 2 + 5) + 6  # and a night result each
     failing = whole["counts"]["FAIL"] + whole["counts"]["ERROR"]
     assert failing > 1000 and whole["truncated"] == 0
-    assert {e["metric_key"] for e in whole["summary"]} == {"c/loss", "c/reward", "c/kl", "c/absent", "c/warn"}
+    assert {e["metric_key"] for e in whole["summary"]} == {"c/loss", "c/reward", "c/kl", "c/absent", "c/warn",
+                                                           "c/blowup"}
+    assert [b["metric_key"] for b in whole["blowups"]] == ["c/blowup"]
     assert bounded == {**whole, "results": whole["results"][:max_results], "truncated": failing - max_results}
     # held: about max_results step results per declaration and the few that set its summary, not every FAIL
-    assert len(kept_sizes) == 5  # one per declaration, judged one at a time
-    assert sum(kept_sizes) <= 5 * (max(max_results, 1) * 2 + 5)
+    assert len(kept_sizes) == 6  # one per declaration, judged one at a time
+    assert sum(kept_sizes) <= 6 * (max(max_results, 1) * 2 + 5)
     assert 0 < whole["blocking"] < failing  # c/warn fails without blocking
