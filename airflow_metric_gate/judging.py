@@ -292,6 +292,7 @@ def judge_calibrated(
     per_gate = {key: {status: 0 for status in STATUSES} for key in declarations}
     ordered: list[tuple[int, Result, Mapping[str, Any]]] = []
     kept = KeptResults(keep) if keep is not None and not all_results else None
+    later: list[tuple[int, int, Result, Mapping[str, Any]]] = []  # with ``kept``: the results not ranked
     decisions: dict[Key, Decision] = {}
     failed = {key for key, _, _ in errors}
     for key, order, message in errors:
@@ -313,13 +314,19 @@ def judge_calibrated(
             counts[status] += 1
             per_gate[key][status] += 1
             if status in (FAIL, ERROR) or all_results or result.bound == "improvement":
-                order = orders[i] if i < len(orders) and result.step is not None else last
-                if kept is not None and _step_result(result):
+                own = i < len(orders) and result.step is not None  # placed at its own value, else after the last
+                order = orders[i] if own else last
+                if kept is not None and own and _step_result(result):
                     kept.add(key, order, result, gate)
+                elif kept is not None:
+                    later.append((order, 0 if own else 1, result, gate))
                 else:
                     ordered.append((order, result, gate))
     if kept is not None:
-        ordered += kept.items()
+        # as the whole list sorts: a result placed after a declaration's last value follows that value's
+        later += [(order, 0, result, gate) for order, result, gate in kept.items()]
+        later.sort(key=lambda item: item[:2])
+        ordered += [(order, result, gate) for order, _, result, gate in later]
     ordered.sort(key=lambda item: item[0])
     trusted = all(d.outcome in TRUSTING_OUTCOMES for d in decisions.values())
     return CalibratedJudgement(RunJudgement(counts, per_gate, ordered, trusted), decisions)

@@ -2,8 +2,8 @@
 
 The command line runs them in one process (:func:`run_gate`); the Airflow operators run one each
 and pass small references between them through XCom (the values stay in the record and the
-store).  Nothing here imports Airflow.  Each stage has a module of its own; every name is
-importable from here.
+store).  Nothing here imports Airflow.  Each stage has a module of its own; every public name the
+module had before it was split is importable from here.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 One class serves both dialects; the SQL is written once with ``%s`` placeholders and adapted for
 SQLite, and where the dialects differ (bulk load, connection setup, a few clauses) the dialect
-subclasses override a hook or a class attribute of :class:`~airflow_metric_gate.store.core.StoreCore`.
+subclasses override a hook or a class attribute: most are on
+:class:`~airflow_metric_gate.store.core.StoreCore`, the write path's (``_bulk_insert_values``,
+``_new_run_key``) on the writing parts, ``_blocks_aggregate`` on the series reads.
 
 Every write is one transaction: a run and all its values, or nothing.  A run's rows are keyed on
 its store run id, so writing the same run again replaces its rows instead of adding duplicates.

@@ -37,7 +37,6 @@ def _copy_sql(table: str) -> str:
     return f"COPY {table} ({', '.join(POINT_COLUMNS)}) FROM STDIN"
 
 
-_COPY_SQL = _copy_sql("metric_points")
 _ADVISORY_LOCK_KEY = 0x6D67617465  # "mgate"
 log = logging.getLogger(__name__)
 
@@ -338,9 +337,13 @@ class PostgresStore(MetricStore):
             "ON n.oid = c.relnamespace WHERE c.relname = %s AND n.nspname = ANY (current_schemas(false)))", (name,))
         return bool(cur.fetchone()[0])
 
+    def _copy_statement(self, cur: Any, run_key: int) -> str:
+        """The ``COPY`` of a run's rows: into its month's partition, in the binary format."""
+        return _copy_sql(self._points_table(cur, run_key)) + " (FORMAT binary)"
+
     def _bulk_insert_values(self, cur: Any, rows: PointRows) -> None:
         # binary: the rows are built as arrays, and the server parses no text
-        sql = _copy_sql(self._points_table(cur, rows.run_key)) + " (FORMAT binary)"
+        sql = self._copy_statement(cur, rows.run_key)
         data = rows.copy_binary()
         if hasattr(cur, "copy_expert"):  # psycopg2
             cur.copy_expert(sql, io.BytesIO(data))

@@ -93,7 +93,7 @@ def _terminate_copy(url):
         admin.close()
 
 
-class _KillMidCopy(io.StringIO):
+class _KillMidCopy(io.BytesIO):
     """The ``COPY`` payload; once the server has the first chunk, its backend is terminated."""
 
     def __init__(self, data, url):
@@ -113,10 +113,10 @@ def _kill_mid_copy(monkeypatch, url):
     """Make bulk loads lose their connection half-way through the ``COPY``; yields the payloads."""
     payloads = []
 
-    def bulk_insert(self, cur, rows):
-        payload = _KillMidCopy(pg_store.copy_payload(rows), url)
+    def bulk_insert(self, cur, rows):  # what the store sends, where it sends it, read in small parts
+        payload = _KillMidCopy(rows.copy_binary(), url)
         payloads.append(payload)
-        cur.copy_expert(pg_store._COPY_SQL, payload)
+        cur.copy_expert(self._copy_statement(cur, rows.run_key), payload, size=4096)
 
     with monkeypatch.context() as patch:
         patch.setattr(pg_store.PostgresStore, "_bulk_insert_values", bulk_insert)
