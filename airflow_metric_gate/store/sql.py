@@ -83,7 +83,7 @@ WHERE c.run_key = %s{where}
 _BASELINE_RUN_BRANCH = "SELECT coordinate, value FROM metric_points WHERE run_key = %s"
 
 
-def run_values_sql(runs: int, *, ranges: int = 0) -> str:
+def run_values_sql(runs: int, *, ranges: int = 0, by_run: bool = False) -> str:
     """Return the statement reading, for each coordinate of a run, its value in each of ``runs`` other runs.
 
     Parameters: the other runs' ``run_key``, then the run's.  Rows: ``(coordinate, position of the
@@ -92,12 +92,18 @@ def run_values_sql(runs: int, *, ranges: int = 0) -> str:
     :param runs: how many other run ids are bound.
     :param ranges: read only the coordinates in this many ranges (parameters as :func:`baseline_params`
         gives them); 0 reads every coordinate of the run.
+    :param by_run: one row per other run instead, ``(position, coordinates, values)`` with two arrays
+        in the same order (PostgreSQL ``array_agg``: one row per night to fetch, not one per value).
     """
     branches = "\n    UNION ALL ".join(
         f"SELECT {i} AS k, coordinate, value FROM metric_points WHERE run_key = %s" + in_ranges("coordinate", ranges)
         for i in range(runs))
-    return _BASELINE_SQL.format(select="h.k, h.value", runs=branches, where=in_ranges("c.coordinate", ranges),
-                                group="")
+    sql = _BASELINE_SQL.format(select="h.k, h.value", runs=branches, where=in_ranges("c.coordinate", ranges),
+                               group="")
+    if by_run:  # both arrays in coordinate order (a run has one value per coordinate), so they pair up
+        return (f"SELECT q.k, array_agg(q.coordinate ORDER BY q.coordinate), array_agg(q.value ORDER BY q.coordinate) "
+                f"FROM ({sql}) q GROUP BY q.k")
+    return sql
 
 
 def baseline_sql(baseline_runs: int, *, arrays: bool = False, ranges: int = 0) -> str:

@@ -217,10 +217,14 @@ class StoreValueReads(StoreCore):
                 if others:
                     step_of = {int(coordinate): int(step) for coordinate, step, _, _ in fetched}
                     self._plan_bulk_join(cur)
-                    self._execute(cur, run_values_sql(len(others), ranges=len(bounds)),
+                    self._execute(cur, run_values_sql(len(others), ranges=len(bounds), by_run=self._value_arrays),
                                   baseline_params([k for _, k in others], run_key, bounds))
-                    for coordinate, k, value in cur.fetchall():
-                        by_position[k][step_of[coordinate]] = value
+                    if self._value_arrays:  # a row per other run: its coordinates and values as two arrays
+                        for k, coordinates, values in cur.fetchall():
+                            by_position[k].update(zip(map(step_of.__getitem__, coordinates), values))
+                    else:
+                        for coordinate, k, value in cur.fetchall():
+                            by_position[k][step_of[coordinate]] = value
                     self._plan_bulk_join(cur, on=False)
                 del fetched
         current.sort(key=lambda v: v.ordinal)
