@@ -20,6 +20,7 @@ Every report is printed on one line after :data:`RESULT_PREFIX`.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import datetime
 from typing import Any
@@ -81,8 +82,12 @@ def _test(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def _emit(line: str) -> None:
+    """Write one report line with its newline in one go (another thread's log line must not land inside it)."""
     sys.stderr.flush()
-    print(line, flush=True)
+    sys.stdout.flush()
+    data = (line + "\n").encode()
+    while data:
+        data = data[os.write(sys.stdout.fileno(), data):]
 
 
 def main() -> int:

@@ -143,8 +143,8 @@ class AirflowEnv:
                     outputs.append([])
                 started = True
             outputs[-1].append(line)
-            if line.startswith(RESULT_PREFIX):
-                payloads.append(json.loads(line[len(RESULT_PREFIX) :]))
+            if line.startswith(RESULT_PREFIX):  # the report; a log line written meanwhile may follow it
+                payloads.append(json.JSONDecoder().raw_decode(line[len(RESULT_PREFIX) :])[0])
         expected = len(options["runs"]) if command == "test" else 1
         if proc.returncode != 0 or len(payloads) != expected or any("error" in p for p in payloads):
             pytest.fail(f"DAG runner {command} failed (exit {proc.returncode}): {payloads}\n{proc.stdout[-8000:]}")
