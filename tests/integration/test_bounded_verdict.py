@@ -70,8 +70,8 @@ def night(store):
     return last.run_id
 
 
-@pytest.mark.parametrize("max_results", [0, 1, 5, 37])
-def test_a_bounded_verdict_is_the_whole_verdict_cut(store, night, max_results, monkeypatch):
+def _count_kept(monkeypatch):
+    """Record how many results each ``KeptResults`` hands back; returns the list it fills."""
     kept_sizes = []
     items = judging.KeptResults.items
 
@@ -81,6 +81,12 @@ def test_a_bounded_verdict_is_the_whole_verdict_cut(store, night, max_results, m
         return found
 
     monkeypatch.setattr(judging.KeptResults, "items", counted)
+    return kept_sizes
+
+
+@pytest.mark.parametrize("max_results", [0, 1, 5, 37])
+def test_a_bounded_verdict_is_the_whole_verdict_cut(store, night, max_results, monkeypatch):
+    kept_sizes = _count_kept(monkeypatch)
     whole = evaluate(store, night, max_results=None, record=False, enforce=True)
     assert kept_sizes == []  # nothing bounded without a limit
     bounded = evaluate(store, night, max_results=max_results, record=False, enforce=True)
@@ -160,14 +166,7 @@ def calibrated_night(store):
 
 @pytest.mark.parametrize("max_results", [0, 1, 5, 37])
 def test_a_bounded_calibrated_verdict_is_the_whole_verdict_cut(store, calibrated_night, max_results, monkeypatch):
-    kept_sizes = []
-    items = judging.KeptResults.items
-
-    def counted(self):
-        found = items(self)
-        kept_sizes.append(len(found))
-        return found
-
+    kept_sizes = _count_kept(monkeypatch)
     held = []  # the results each declaration's judgement holds for the verdict
     judge = history.judge_calibrated
 
@@ -176,7 +175,6 @@ def test_a_bounded_calibrated_verdict_is_the_whole_verdict_cut(store, calibrated
         held.append(len(part.judgement.results))
         return part
 
-    monkeypatch.setattr(judging.KeptResults, "items", counted)
     monkeypatch.setattr(history, "judge_calibrated", holding)
     whole = evaluate(store, calibrated_night, max_results=None, record=False, enforce=True)
     assert kept_sizes == [] and sum(held) > 1000
