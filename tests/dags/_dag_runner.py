@@ -9,12 +9,21 @@ Usage::
 
     python _dag_runner.py test '{"runs": [{"dag_file": "...", "dag_id": "...", "conf": {...}, "logical_date": "..."}]}'
     python _dag_runner.py inspect '{"dag_id": "...", "run_id": "..."}'
+    python _dag_runner.py serve
 
 ``test`` runs the given DAG runs one after the other in this one process: Airflow's start-up cost
 (several seconds, mostly the in-process execution API) is paid once, not once per run.  Each run
 starts with a line :data:`RUN_PREFIX` ``<index>`` and ends with its report.  ``inspect`` reports on
 a run made elsewhere (``airflow dags test``); without ``run_id`` it picks the DAG's latest run.
 Every report is printed on one line after :data:`RESULT_PREFIX`.
+
+``serve`` keeps one process for many tests: it reads one request a line from stdin
+(``{"command": "test" | "inspect", "options": {...}, "env": {...}}``), sets ``env`` in its own
+environment for that request only (connections, ``AIRFLOW_CONN_*``, are looked up when a task asks
+for them), answers as above and ends each answer with :data:`DONE_PREFIX`.  Airflow's start-up (some
+8 seconds: imports and the in-process execution API) is then paid once per test process, not once
+per test.  A request that changes Airflow's configuration (``AIRFLOW__*``) needs a process of its
+own, since parts of the configuration are read once; the test fixture sends those elsewhere.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from typing import Any
 
 RESULT_PREFIX = "@@metric-gate-dag-result@@ "
 RUN_PREFIX = "@@metric-gate-dag-run@@ "
+DONE_PREFIX = "@@metric-gate-dag-done@@ "
 
 
 def _report(dag_id: str, run_id: str | None) -> dict[str, Any]:
@@ -90,11 +100,7 @@ def _emit(line: str) -> None:
         data = data[os.write(sys.stdout.fileno(), data):]
 
 
-def main() -> int:
-    command, raw = sys.argv[1], sys.argv[2]
-    options = json.loads(raw)
-    # Task logs and the markers below share one pipe: flush every line so they stay in order.
-    sys.stdout.reconfigure(line_buffering=True)
+def _answer(command: str, options: dict[str, Any]) -> None:
     if command == "test":
         for index, run in enumerate(options["runs"]):
             _emit(f"{RUN_PREFIX}{index}")
@@ -106,6 +112,39 @@ def main() -> int:
         _emit(RESULT_PREFIX + json.dumps(_report(options["dag_id"], options.get("run_id")), default=str))
     else:
         raise SystemExit(f"unknown command {command!r}")
+
+
+def _serve() -> None:
+    for line in sys.stdin:
+        request = json.loads(line)
+        added: dict[str, str | None] = {key: os.environ.get(key) for key in request.get("env") or {}}
+        os.environ.update(request.get("env") or {})
+        status = "ok"
+        try:
+            _answer(request["command"], request["options"])
+        except Exception as exc:  # report it and stay up for the next request
+            import traceback
+
+            traceback.print_exc()
+            _emit(RESULT_PREFIX + json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+            status = "error"
+        finally:
+            for key, value in added.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        _emit(DONE_PREFIX + status)
+
+
+def main() -> int:
+    command = sys.argv[1]
+    # Task logs and the markers below share one pipe: flush every line so they stay in order.
+    sys.stdout.reconfigure(line_buffering=True)
+    if command == "serve":
+        _serve()
+    else:
+        _answer(command, json.loads(sys.argv[2]))
     return 0
 
 

@@ -9,17 +9,21 @@ the configured bundles, which is why a throwaway DAG must live in a bundle folde
 Airflow reads its configuration when first imported, and the unit tests import it in the pytest
 process with whatever configuration the machine has.  So every DAG run happens in a child process
 (``_dag_runner.py`` or the ``airflow`` command) started with this installation's environment;
-nothing here changes the pytest process's own environment.
+nothing here changes the pytest process's own environment.  DAG runs go to one long-lived runner
+process per test process (``_dag_runner.py serve``), which pays Airflow's start-up once; a run whose
+environment changes Airflow's configuration (``AIRFLOW__*``) gets a process of its own.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNNER = Path(__file__).with_name("_dag_runner.py")
 RESULT_PREFIX = "@@metric-gate-dag-result@@ "
 RUN_PREFIX = "@@metric-gate-dag-run@@ "
+DONE_PREFIX = "@@metric-gate-dag-done@@ "
 AIRFLOW_BIN = Path(sys.executable).with_name("airflow")
 SCRATCH_BUNDLE = "scratch"
 
@@ -61,6 +66,84 @@ class DagRunResult:
         return self.tasks[task_id]["state"]
 
 
+class _RunnerProcess:
+    """One ``_dag_runner.py serve`` process, answering one request at a time (see its docstring).
+
+    :param env: the environment it starts with.
+    :param cwd: its working directory.
+    """
+
+    def __init__(self, env: dict[str, str], cwd: Path) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(RUNNER), "serve"],
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)  # the process ended
+
+    def request(
+        self,
+        request: dict[str, Any],
+        *,
+        timeout: float,
+        on_line: Callable[[str], None] | None,
+    ) -> tuple[str, str]:
+        """Send one request; return ``(status, output)``: ``ok``, ``error``, ``dead``, ``timeout``, or ``gone``
+        (the process had ended before the request).
+
+        :param request: the request (``command``, ``options``, ``env``).
+        :param timeout: seconds to wait for its answer.
+        :param on_line: called with every output line as it arrives.
+        """
+        while True:  # what a background thread printed after the last answer belongs to no run
+            try:
+                if self.lines.get_nowait() is None:
+                    return "gone", ""
+            except queue.Empty:
+                break
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except OSError:
+            return "gone", ""
+        lines: list[str] = []
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return "timeout", "".join(lines)
+            if line is None:
+                return "dead", "".join(lines)
+            if line.startswith(DONE_PREFIX):
+                return line[len(DONE_PREFIX) :].strip(), "".join(lines)
+            lines.append(line)
+            if on_line is not None:
+                on_line(line)
+
+    def stop(self) -> None:
+        """End the process (it ends when its stdin closes; killed if it does not)."""
+        try:
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+            self.proc.wait(timeout=15)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
 @dataclass
 class AirflowEnv:
     """A throwaway Airflow installation (see the module docstring).
@@ -75,6 +158,39 @@ class AirflowEnv:
     dags_folder: Path
     scratch_dags: Path
     env: dict[str, str]
+    _server: _RunnerProcess | None = field(default=None, repr=False)
+
+    def close(self) -> None:
+        """Stop the long-lived DAG runner process, if one was started."""
+        if self._server is not None:
+            self._server.stop()
+            self._server = None
+
+    def _serve(
+        self,
+        command: str,
+        options: dict[str, Any],
+        *,
+        timeout: float = 600,
+        on_line: Callable[[str], None] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> tuple[int, str]:
+        """Run a request in the long-lived runner process (started on first use); return ``(exit, output)``."""
+        request = {"command": command, "options": options, "env": env or {}}
+        for _ in range(2):  # a process that ended after an earlier test's request is started again
+            if self._server is None:
+                self._server = _RunnerProcess(self.env, self.home)
+            status, output = self._server.request(request, timeout=timeout, on_line=on_line)
+            if status != "gone":
+                break
+            self._server.stop()
+            self._server = None
+        if status in ("dead", "timeout", "gone"):
+            self._server.stop()
+            self._server = None
+            if status == "timeout":
+                pytest.fail(f"DAG runner {command} did not finish in {timeout}s:\n{output[-5000:]}")
+        return (0 if status == "ok" else 1), output
 
     def run(
         self,
@@ -132,12 +248,25 @@ class AirflowEnv:
         """
         return self.run([str(AIRFLOW_BIN), *args], timeout=timeout, env=env)
 
-    def _runner(self, command: str, options: dict[str, Any], **kwargs: Any) -> list[DagRunResult]:
-        proc = self.run([sys.executable, str(RUNNER), command, json.dumps(options)], **kwargs)
+    def _runner(
+        self,
+        command: str,
+        options: dict[str, Any],
+        *,
+        timeout: float = 600,
+        on_line: Callable[[str], None] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> list[DagRunResult]:
+        if any(key.startswith("AIRFLOW__") for key in env or {}):  # configuration: a process of its own
+            proc = self.run([sys.executable, str(RUNNER), command, json.dumps(options)], timeout=timeout,
+                            on_line=on_line, env=env)
+            returncode, stdout = proc.returncode, proc.stdout
+        else:
+            returncode, stdout = self._serve(command, options, timeout=timeout, on_line=on_line, env=env)
         payloads: list[dict[str, Any]] = []
         outputs: list[list[str]] = [[]]  # what came before the first run goes with it
         started = False
-        for line in proc.stdout.splitlines(keepends=True):
+        for line in stdout.splitlines(keepends=True):
             if line.startswith(RUN_PREFIX):
                 if started:
                     outputs.append([])
@@ -146,10 +275,10 @@ class AirflowEnv:
             if line.startswith(RESULT_PREFIX):  # the report; a log line written meanwhile may follow it
                 payloads.append(json.JSONDecoder().raw_decode(line[len(RESULT_PREFIX) :])[0])
         expected = len(options["runs"]) if command == "test" else 1
-        if proc.returncode != 0 or len(payloads) != expected or any("error" in p for p in payloads):
-            pytest.fail(f"DAG runner {command} failed (exit {proc.returncode}): {payloads}\n{proc.stdout[-8000:]}")
+        if returncode != 0 or len(payloads) != expected or any("error" in p for p in payloads):
+            pytest.fail(f"DAG runner {command} failed (exit {returncode}): {payloads}\n{stdout[-8000:]}")
         if len(outputs) != len(payloads):  # output not attributable to runs: give each run all of it
-            outputs = [[proc.stdout]] * len(payloads)
+            outputs = [[stdout]] * len(payloads)
         return [
             DagRunResult(
                 state=payload["state"],
@@ -232,7 +361,7 @@ class AirflowEnv:
 
 
 @pytest.fixture(scope="session")
-def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> AirflowEnv:
+def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowEnv]:
     """A migrated throwaway Airflow installation shared by the session's DAG tests."""
     home = tmp_path_factory.mktemp("airflow_home")
     scratch = tmp_path_factory.mktemp("scratch_dags")
@@ -264,4 +393,7 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> AirflowEnv:
     migrate = environment.airflow("db", "migrate", timeout=900)
     if migrate.returncode != 0:
         pytest.fail(f"airflow db migrate failed:\n{migrate.stdout[-8000:]}")
-    return environment
+    try:
+        yield environment
+    finally:
+        environment.close()
