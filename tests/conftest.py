@@ -241,6 +241,20 @@ def s3_server(tmp_path_factory):
         log.close()
 
 
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """An MLflow tracking server on loopback, one per test process, shared by every module that reads
+    MLflow runs (each test logs to an experiment of its own)."""
+    pytest.importorskip("mlflow")
+    from _log_writers import MlflowServer
+
+    server = MlflowServer(tmp_path_factory.mktemp("mlflow")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def s3_bucket(s3_server, monkeypatch):
     """A fresh bucket on the local S3 server, and Airflow connection ``gate_s3`` pointing at it.

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from _gate_data import store_query
 from _log_writers import (
-    MlflowServer,
     log_mlflow_night,
     night_points,
     write_lightning_csv,
@@ -33,16 +32,6 @@ def store_url(request, tmp_path):
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'metric_gate.db'}"
     return request.getfixturevalue("pg_url")
-
-
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    pytest.importorskip("mlflow")
-    server = MlflowServer(tmp_path_factory.mktemp("mlflow")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _run_nights(airflow_env, store_url, example, dag_id, conf):

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("mlflow")
 
-from _log_writers import GATES_YAML, MlflowServer, log_mlflow_night, night_points  # noqa: E402
+from _log_writers import GATES_YAML, log_mlflow_night, night_points  # noqa: E402
 
 from airflow_metric_gate.cli import main  # noqa: E402
 from airflow_metric_gate.readiness import check_mlflow_run  # noqa: E402
@@ -23,15 +23,6 @@ from airflow_metric_gate.store import open_store  # noqa: E402
 from airflow_metric_gate.triggers.training_output import check_location  # noqa: E402
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    server = MlflowServer(tmp_path_factory.mktemp("mlflow")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture
