@@ -120,7 +120,7 @@ def _run(args: list[str], env: dict[str, str], cwd: Path, timeout: float) -> sub
     return subprocess.run(args, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # one api-server, however xdist orders the tests
 def ui_server(tmp_path_factory: pytest.TempPathFactory, pg_database_url: str) -> UiServer:
     """A running api-server with the plugin, over real DAG runs (see the module docstring)."""
     if not CHROMIUM.exists():
