@@ -166,17 +166,10 @@ class AirflowEnv:
             self._server.stop()
             self._server = None
 
-    def _serve(
-        self,
-        command: str,
-        options: dict[str, Any],
-        *,
-        timeout: float = 600,
-        on_line: Callable[[str], None] | None = None,
-        env: dict[str, str] | None = None,
+    def _request(
+        self, request: dict[str, Any], *, timeout: float, on_line: Callable[[str], None] | None
     ) -> tuple[int, str]:
-        """Run a request in the long-lived runner process (started on first use); return ``(exit, output)``."""
-        request = {"command": command, "options": options, "env": env or {}}
+        """Send a request to the long-lived runner process; return ``(exit, output)``."""
         for _ in range(2):  # a process that ended after an earlier test's request is started again
             if self._server is None:
                 self._server = _RunnerProcess(self.env, self.home)
@@ -186,10 +179,9 @@ class AirflowEnv:
             self._server.stop()
             self._server = None
         if status in ("dead", "timeout", "gone"):
-            self._server.stop()
-            self._server = None
+            self.close()
             if status == "timeout":
-                pytest.fail(f"DAG runner {command} did not finish in {timeout}s:\n{output[-5000:]}")
+                pytest.fail(f"DAG runner {request['command']} did not finish in {timeout}s:\n{output[-5000:]}")
         return (0 if status == "ok" else 1), output
 
     def run(
@@ -261,8 +253,9 @@ class AirflowEnv:
             proc = self.run([sys.executable, str(RUNNER), command, json.dumps(options)], timeout=timeout,
                             on_line=on_line, env=env)
             returncode, stdout = proc.returncode, proc.stdout
-        else:
-            returncode, stdout = self._serve(command, options, timeout=timeout, on_line=on_line, env=env)
+        else:  # the long-lived runner process (started on first use)
+            returncode, stdout = self._request({"command": command, "options": options, "env": env or {}},
+                                               timeout=timeout, on_line=on_line)
         payloads: list[dict[str, Any]] = []
         outputs: list[list[str]] = [[]]  # what came before the first run goes with it
         started = False
