@@ -22,6 +22,8 @@ from airflow_metric_gate.operators.persist import PersistValuesOperator
 from airflow_metric_gate.operators.select import SelectStepsOperator
 from airflow_metric_gate.store import open_store
 
+pytestmark = pytest.mark.slow  # the reference inputs through every entry point: 15 s in all
+
 REWARD_ALL = "  - metric_key: rollout/raw_reward\n    steps: all\n    constraint: {rel_up: 0.2, rel_down: 0.2}\n"
 GRAD = "  - metric_key: train/grad_norm\n"
 

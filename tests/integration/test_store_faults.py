@@ -31,6 +31,7 @@ from airflow_metric_gate.store import postgres as pg_store
 # Some tests give PersistValuesOperator its values inline (the deprecated version 1 selection).
 pytestmark = [
     pytest.mark.postgres,
+    pytest.mark.slow,  # processes killed mid-write and servers that stall: 22 s in all
     pytest.mark.filterwarnings("ignore:a selection with its values inline:DeprecationWarning"),
 ]
 

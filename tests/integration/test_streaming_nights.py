@@ -13,6 +13,8 @@ from airflow_metric_gate.chunking import CHUNK_POINTS_ENV
 from airflow_metric_gate.declarations import declare
 from airflow_metric_gate.pipeline import RunInfo, SeriesIdentity, evaluate, run_gate
 
+pytestmark = pytest.mark.slow  # whole nights in many chunks, on both stores: 46 s in all
+
 T0 = datetime(2026, 3, 1, tzinfo=timezone.utc)
 NIGHTS = 6
 STEPS = 1500

@@ -15,7 +15,10 @@ from airflow_metric_gate.selection import Selection
 from airflow_metric_gate.verdict import XCOM_MAX_BYTES, VerdictHeader, VerdictOptions, build_verdict
 
 # These tests decode the values inline (the deprecated version 1 selection).
-pytestmark = pytest.mark.filterwarnings("ignore:a selection with its values inline:DeprecationWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:a selection with its values inline:DeprecationWarning"),
+    pytest.mark.slow,  # verdicts of many thousands of results: 16 s in all
+]
 
 C = {"rel_up": 0.5, "abs_floor_up": 0.05, "rel_down": 0.2, "abs_floor_down": 0.05}
 
