@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 from datetime import datetime
 from typing import Any
 
@@ -123,8 +124,6 @@ def _serve() -> None:
         try:
             _answer(request["command"], request["options"])
         except Exception as exc:  # report it and stay up for the next request
-            import traceback
-
             traceback.print_exc()
             _emit(RESULT_PREFIX + json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
             status = "error"

@@ -197,7 +197,7 @@ def _healthy(api: RestClient) -> bool:
     return all(health.get(part, {}).get("status") == "healthy" for part in parts)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # module scope restarted it when xdist ran another module in between
 def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     """Start the deployment (see the module docstring); stop it and drop its databases afterwards."""
     admin, redis_client = _connect_services()

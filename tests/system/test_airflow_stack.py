@@ -95,7 +95,7 @@ def _create_backfill(stack: AirflowStack, dag_id: str, nights: list[date], conf:
     return backfill["id"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # module scope restarted it when xdist ran another module in between
 def workloads(airflow_stack: AirflowStack) -> Workloads:
     """Write the records and submit every workload of the module at once."""
     records = airflow_stack.tmp / "records"
@@ -140,7 +140,7 @@ def _finished_backfill_runs(stack: AirflowStack, dag_id: str, nights: list[date]
     return runs
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # module scope restarted it when xdist ran another module in between
 def nightly_runs(airflow_stack: AirflowStack, workloads: Workloads) -> dict[date, dict[str, Any]]:
     """The finished DAG runs of the nightly backfill, by night."""
     return _finished_backfill_runs(airflow_stack, NIGHTLY_DAG, NIGHTS)
