@@ -245,10 +245,27 @@ class Judged:
     flags: dict[str, set[str]]
     paged: bool
     accepted: bool = False
+    #: the calibrated verdict's night entries (``declarations``: outcome, z, threshold, side, ...)
+    #: and what else it reported (``improvements``, ``blowups``, ...), by metric
+    explained: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def flagged(self) -> bool:
         return not self.trusted or bool(self.flags)
+
+
+#: the calibrated verdict's fields kept per night, to show why an episode was or was not caught
+_EXPLAINING = ("outcome", "direction", "z", "threshold", "level", "side", "steps_judged", "driven_count",
+               "count")
+
+
+def _explained(verdict: Mapping[str, Any]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for section in ("declarations", "level_shifts", "drifts", "within_night", "improvements", "blowups"):
+        for entry in verdict.get(section, ()):
+            kept = {k: entry[k] for k in _EXPLAINING if k in entry}
+            out.setdefault(entry["metric_key"], []).append({"section": section, **kept})
+    return out
 
 
 def snapshot(source: Path, dest: Path) -> None:
@@ -295,7 +312,7 @@ class SeriesRunner:
             accepted = bool(self.policy.on_night(NightOutcome(
                 self.family.name, self.plan.seed, self.plan.steps, label, run_id, logical_date, store,
                 self.identity, self.gates_path, verdict, flags, paged)))
-        return Judged(label, bool(verdict["trusted"]), flags, paged, accepted)
+        return Judged(label, bool(verdict["trusted"]), flags, paged, accepted, _explained(verdict))
 
     def run(self) -> tuple[list[Judged], dict[str, list[Judged]]]:
         """Gate the clean year, and every episode on a copy of the store taken before its onset."""
@@ -363,6 +380,9 @@ def figures(family: Family, plan: Plan, clean: list[Judged], episodes: dict[str,
         k["episodes"].append({"onset": episode.onset, "target": episode.target, "first_caught": first,
                               "twin_flagged": bool(twin and any(m in twin.flags for m in episode.affected)),
                               "any_flag_first_night": bool(judged and judged[0].flagged),
+                              # what the verdict said of the affected metrics on the first night
+                              "first_night": {m: judged[0].explained.get(m, []) for m in episode.affected}
+                              if judged else {},
                               "accepts": sum(j.accepted for j in judged)})
     for k in kinds.values():
         eps = k["episodes"]

@@ -114,3 +114,33 @@ def test_on_level_shift_accepts_what_the_verdict_reports_and_is_counted(tmp_path
     clean = [a for a in accepted if a[0] is None]
     assert clean == [(None, "night-0009", "night-0007")]
     assert figures["accepts_in_clean_year"] == 1
+
+
+def test_each_episode_keeps_what_the_calibrated_verdict_said_on_its_first_night(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import accuracy_suite
+
+    scale = {**accuracy_suite.SCALES["smoke"], "nights": 20, "warmup": 10, "change_window": 2}
+    figures = accuracy_suite.measure("rlsim", 1, 8, scale, accuracy_suite.PolicyUnderTest("calibrated"),
+                                     tmp_path / "cache", tmp_path / "work", kinds=["lr_x10"])
+    (episode,) = figures["faults"]["lr_x10"]["episodes"]
+    assert episode["first_night"], "no affected metric kept"
+    outcomes = set()
+    for metric, entries in episode["first_night"].items():
+        sections = {entry["section"]: entry for entry in entries}
+        # the declaration's night, judged against its history: outcome, statistic and band
+        night = sections["declarations"]
+        outcomes.add(night["outcome"])
+        if night["outcome"] == "pass":  # judged by the night test: its statistic and band
+            assert isinstance(night["z"], float) and night["threshold"] > 0, (metric, night)
+        if "blowups" in sections:  # a blow-up fails before the night test
+            assert night["outcome"] == "fail" and sections["blowups"]["count"] > 0
+    if episode["first_caught"] == 0:
+        assert outcomes - {"pass", "inactive"}, outcomes
+    else:
+        assert not outcomes & {"fail", "error"}, outcomes
+
+    reference = accuracy_suite.measure("rlsim", 1, 8, scale, accuracy_suite.PolicyUnderTest(),
+                                       tmp_path / "cache", tmp_path / "work", kinds=["lr_x10"])
+    (episode,) = reference["faults"]["lr_x10"]["episodes"]
+    assert all(entries == [] for entries in episode["first_night"].values())  # no calibrated sections
