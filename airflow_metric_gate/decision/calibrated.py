@@ -121,6 +121,8 @@ def judge_declaration(
         report["adopted_shift"] = {"since": choice.adopted.logical_date, "since_run_id": choice.adopted.run_id,
                                    "nights": n}
     steps = [s for s, _, _ in tonight]
+    # what the latest untrusted night since the last trusted one stored: a shift it started may continue tonight
+    previous: Mapping[str, Any] = (choice.recent[-1].outcome if choice.recent else None) or {}
 
     def results(status: str, reason: str) -> list[Result]:
         return [Result(*key, step, at, status, current=value, n=n, reason=reason) for step, at, value in tonight]
@@ -153,10 +155,12 @@ def judge_declaration(
             blown.append(step)
     with_ref = sum(1 for c in columns if c)
     if with_ref and len(blown) * 2 >= with_ref:
-        return _blowup(key, tonight, refs, columns, blown, report, run_id, n)
+        return _blowup(key, tonight, refs, columns, blown, report, n, previous=previous, run_id=run_id,
+                       logical_date=logical_date)
 
     if n < need:
-        prior = _prior_band(key, gate, direction, tonight, refs, columns, report, n, need)
+        prior = _prior_band(key, gate, direction, tonight, refs, columns, report, n, need, previous=previous,
+                            run_id=run_id, logical_date=logical_date)
         if prior is not None:
             return prior
         reason = f"calibrating: {n} trusted night(s), {need} needed for the night test"
@@ -205,7 +209,6 @@ def judge_declaration(
     z = (statistic - center) / sd
     zn = z / math.sqrt(1.0 + 1.0 / m)  # about unit variance on a clean night, whatever the history's length
     worse = _worse_side(direction, z, q)
-    previous: Mapping[str, Any] = (choice.recent[-1].outcome if choice.recent else None) or {}
     sustained = None
     if not worse:
         agrees = (previous.get("o") in ("fail", "shift") and previous.get("side")

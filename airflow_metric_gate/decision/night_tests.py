@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from airflow_metric_gate.decision.history import Candidate, Decision
 from airflow_metric_gate.decision.parameters import (
@@ -21,6 +22,7 @@ from airflow_metric_gate.decision.parameters import (
     SHAPE_FALSE_ALARM,
     SHAPE_PART_MIN,
     SHAPE_SPLITS,
+    SHIFT_ADOPT,
     SUSTAINED_FALSE_ALARM,
     SUSTAINED_NIGHTS,
 )
@@ -98,7 +100,34 @@ def _is_blowup(value: float, ref: float, column: Sequence[float]) -> bool:
     return reach > _TINY and abs(value - ref) >= BLOWUP_RATIO * reach
 
 
-def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, run_id, n) -> Decision:
+def _continuation(previous: Mapping[str, Any], kind: str, side: str | None, run_id: str,
+                  logical_date: str) -> tuple[bool, str, str, int]:
+    """Whether tonight continues the shift the previous untrusted night reported by the same test.
+
+    A blow-up or a failure of the prior band that goes on night after night is a level shift: it
+    pages on its first night, continues without paging, and is adopted after :data:`SHIFT_ADOPT`
+    nights (:func:`~airflow_metric_gate.decision.history.choose_history`), so it never pages forever.
+
+    :param previous: what the latest untrusted night since the last trusted one stored, if any.
+    :param kind: the stored flag of the test (``blowup``, ``prior``).
+    :param side: tonight's failing side.
+    :return: ``(continues, since_run_id, since_date, nights)``.
+    """
+    continues = bool(previous.get(kind) and previous.get("o") in ("fail", "shift")
+                     and previous.get("side") == side and previous.get("since"))
+    if not continues:
+        return False, run_id, logical_date, 1
+    since_date = str(previous.get("since_date", logical_date))
+    return True, str(previous["since"]), since_date, int(previous.get("nights", 1)) + 1
+
+
+def _continues_text(continues: bool, nights: int) -> str:
+    return (f" (night {nights}, reported on its first night; adopted as the baseline after {SHIFT_ADOPT} "
+            "nights unless accepted or fixed first)" if continues else "")
+
+
+def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, n, *, previous: Mapping[str, Any],
+            run_id: str, logical_date: str) -> Decision:
     blown_set = set(blown)
     out = []
     for (step, at, value), ref, column in zip(tonight, refs, columns):
@@ -117,20 +146,36 @@ def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, ru
         else:
             out.append(Result(*key, step, at, PASS, current=value, ref=None if not column else ref, n=len(column),
                               reason="not blown up"))
+    sides = [r.side for r in out if r.status == FAIL]
+    side = max(("above", "below"), key=sides.count)
+    continues, since_run, since_date, nights = _continuation(previous, "blowup", side, run_id, logical_date)
     text = (f"blow-up: {_steps_text(sorted(blown_set))} ({len(blown_set)} of {len(tonight)}) at least "
-            f"{BLOWUP_RATIO:g}x beyond anything their {n} trusted night(s) had; judged with any history")
-    out.append(Result(*key, None, None, FAIL, n=n, bound="blowup", reason=text))
-    report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set)}
-    stored = {"o": "fail", "blowup": True, "cause": f"{key[0]}: blow-up"}
-    return Decision("fail", out, stored, report)
+            f"{BLOWUP_RATIO:g}x beyond anything their {n} trusted night(s) had; judged with any history"
+            + _continues_text(continues, nights))
+    out.append(Result(*key, None, None, FAIL, n=n, side=side, bound="blowup", reason=text))
+    report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set), "since": since_date,
+                        "since_run_id": since_run, "nights": nights, "continues": continues}
+    outcome = "shift" if continues else "fail"
+    stored = {"o": outcome, "blowup": True, "side": side, "since": since_run, "since_date": since_date,
+              "nights": nights, "cause": f"{key[0]}: blow-up"}
+    return Decision(outcome, out, stored, report)
 
 
-def _prior_band(key: tuple[str, str, str], gate, direction, tonight, refs, columns, report, n, need) -> Decision | None:
+def _prior_band(key: tuple[str, str, str], gate, direction, tonight, refs, columns, report, n, need, *,
+                previous: Mapping[str, Any], run_id: str, logical_date: str) -> Decision | None:
     """Before the night test is calibrated: a quarter of the steps or more beyond the constraint's band.
 
     The declaration's constraint (its own, or the defaults table's) is the prior: with fewer than
     ``need`` trusted nights the night fails when at least :data:`PRIOR_SHARE` of its steps that
     have a median leave that band on the side that is a regression.  A few noisy steps fail nothing.
+    Such a night is a level shift like the night test's: it pages on its first night, the nights
+    after it that leave the band on the same side continue it without paging, and after
+    :data:`SHIFT_ADOPT` of them the shift is adopted as the history (so a legitimate new level right
+    after a cold start or an accept is never a lock-out).
+
+    :param previous: what the latest untrusted night since the last trusted one stored, if any.
+    :param run_id: tonight's store run id (a shift starting tonight is named by it).
+    :param logical_date: tonight's logical date (ISO 8601).
     """
     params = constraint_params(gate.get("constraint") or {})
     up, down = params[0] > 0 or params[1] > 0, params[2] > 0 or params[3] > 0
@@ -157,12 +202,19 @@ def _prior_band(key: tuple[str, str, str], gate, direction, tonight, refs, colum
     if not judged or len(outside) < PRIOR_SHARE * judged:
         return None
     side = out[next(i for i, r in enumerate(out) if r.status == FAIL)].side
+    continues, since_run, since_date, nights = _continuation(previous, "prior", side, run_id, logical_date)
+    level = _level([tonight[i][2] for i, c in enumerate(columns) if c], [r for r, c in zip(refs, columns) if c])
     text = (f"calibrating ({n} of {need} trusted nights): {_steps_text(outside)} ({len(outside)} of {judged}) "
-            f"{side} the constraint's band on the regression side")
+            f"{side} the constraint's band on the regression side; level shift since {since_date}: {_pct(level)}"
+            + _continues_text(continues, nights))
     out.append(Result(*key, None, None, FAIL, n=n, side=side, bound="constraint", reason=text))
     report["prior"] = {"steps": outside[:50], "count": len(outside)}
-    stored = {"o": "fail", "side": side, "cause": f"{key[0]}: {len(outside)} step(s) {side} the constraint's band"}
-    return Decision("fail", out, stored, report)
+    report["shift"] = {"since": since_date, "since_run_id": since_run, "nights": nights, "change": level,
+                       "continues": continues, "adopt_after": SHIFT_ADOPT}
+    outcome = "shift" if continues else "fail"
+    stored = {"o": outcome, "side": side, "prior": True, "level": level, "since": since_run, "since_date": since_date,
+              "nights": nights, "cause": f"{key[0]}: {len(outside)} step(s) {side} the constraint's band"}
+    return Decision(outcome, out, stored, report)
 
 
 def _level(values: Sequence[float], refs: Sequence[float]) -> float:

@@ -301,3 +301,78 @@ def test_a_night_worse_within_the_night_again_continues_without_paging():
     assert second.outcome == "shift", second.report.get("shape")
     assert second.report["shape"]["continues"] and second.report["shape"]["since_run_id"] == "tonight"
     assert not blocks("FAIL", GATE, enforce=True, outcome=second.outcome)
+
+
+def test_nights_that_keep_leaving_the_prior_band_are_a_level_shift_not_a_lock_out():
+    """After a cold start or an accept, one trusted night is the baseline and the constraint's band the
+    prior: a legitimate new level that leaves it on every night pages once, continues without paging,
+    and is adopted after SHIFT_ADOPT nights, like any level shift; before, it failed every night and
+    never fed its own baseline (a clean year of CartPole training paged 80 nights in a row).
+    """
+    rng = random.Random(5)
+    (base,) = _nights(rng, 1, 100, 0.3)
+    baseline = [Candidate("b0", "2026-01-01", True, {"o": "pass"}, base)]
+    later = [{s: v * 1.5 for s, v in night.items()} for night in _nights(rng, SHIFT_ADOPT + 1, 100, 0.3)]
+    recent: list[Candidate] = []
+    outcomes = []
+    for i, values in enumerate(later):
+        choice = choose_history(baseline + recent, 20)
+        rows = [(s, s, v) for s, v in sorted(values.items())]
+        decision = judge_declaration(KEY, GATE, rows, choice, run_id=f"n{i}", logical_date=f"2026-01-{i + 2:02d}")
+        outcomes.append(decision.outcome)
+        if i == 0:
+            assert decision.outcome == "fail" and decision.report["shift"]["since_run_id"] == "n0"
+            assert decision.report["shift"]["continues"] is False
+            assert "calibrating" in decision.results[-1].reason and decision.results[-1].bound == "constraint"
+            assert blocks(FAIL, GATE, enforce=True, outcome=decision.outcome)  # it pages, once
+        elif i < SHIFT_ADOPT:
+            assert decision.outcome == "shift", (i, decision.outcome)
+            assert decision.report["shift"] == {**decision.report["shift"], "since_run_id": "n0", "nights": i + 1,
+                                                "continues": True}
+            assert f"night {i + 1}" in decision.results[-1].reason
+            assert not blocks(FAIL, GATE, enforce=True, outcome=decision.outcome)
+        else:  # the SHIFT_ADOPT nights of the new level are the history now: the night test judges it
+            assert choice.adopted is not None and choice.adopted.run_id == "n0"
+            assert [c.run_id for c in choice.history] == [f"n{k}" for k in range(SHIFT_ADOPT)]
+            assert decision.outcome == "pass", decision.results[-1].reason
+        recent.append(Candidate(f"n{i}", f"2026-01-{i + 2:02d}", decision.outcome in ("pass", "inactive"),
+                                decision.stored, values))
+    assert outcomes == ["fail"] + ["shift"] * (SHIFT_ADOPT - 1) + ["pass"]
+
+
+def test_a_prior_band_failure_on_the_other_side_starts_a_new_shift():
+    rng = random.Random(6)
+    (base,) = _nights(rng, 1, 100, 0.3)
+    baseline = [Candidate("b0", "2026-01-01", True, {"o": "pass"}, base)]
+    gate = {**GATE, "direction": "both"}
+    up, down = ({s: v * f for s, v in night.items()} for f, night in zip((1.5, 0.5), _nights(rng, 2, 100, 0.3)))
+    first = judge_declaration(KEY, gate, [(s, s, v) for s, v in sorted(up.items())], choose_history(baseline, 20),
+                              run_id="n0", logical_date="2026-01-02")
+    assert first.outcome == "fail" and first.stored["side"] == "above"
+    choice = choose_history(baseline + [Candidate("n0", "2026-01-02", False, first.stored, up)], 20)
+    second = judge_declaration(KEY, gate, [(s, s, v) for s, v in sorted(down.items())], choice,
+                               run_id="n1", logical_date="2026-01-03")
+    assert second.outcome == "fail" and second.stored["side"] == "below" and second.stored["since"] == "n1"
+
+
+def test_a_blow_up_that_stays_pages_once_and_is_adopted_after_shift_adopt_nights():
+    rng = random.Random(9)
+    history = _nights(rng, 10, 50, 0.3)
+    trusted = [Candidate(f"t{i}", f"2026-01-{i + 1:02d}", True, {"o": "pass"}, v) for i, v in enumerate(history)]
+    recent: list[Candidate] = []
+    outcomes = []
+    for i, night in enumerate(_nights(rng, SHIFT_ADOPT + 1, 50, 0.3)):
+        values = {s: 20.0 * v for s, v in night.items()}  # every step 20x: far beyond anything trusted
+        choice = choose_history(trusted + recent, 20)
+        decision = judge_declaration(KEY, GATE, [(s, s, v) for s, v in sorted(values.items())], choice,
+                                     run_id=f"n{i}", logical_date=f"2026-02-{i + 1:02d}")
+        outcomes.append(decision.outcome)
+        if i < SHIFT_ADOPT:
+            assert decision.results[-1].bound == "blowup" and decision.report["blowup"]["since_run_id"] == "n0"
+            assert decision.report["blowup"]["nights"] == i + 1
+            assert blocks(FAIL, GATE, enforce=True, outcome=decision.outcome) == (i == 0)  # it pages once
+        else:
+            assert choice.adopted is not None and choice.adopted.run_id == "n0"
+        recent.append(Candidate(f"n{i}", f"2026-02-{i + 1:02d}", decision.outcome in ("pass", "inactive"),
+                                decision.stored, values))
+    assert outcomes == ["fail"] + ["shift"] * (SHIFT_ADOPT - 1) + ["pass"]
