@@ -208,8 +208,8 @@ def accept_legitimate_shifts(outcome: NightOutcome) -> bool:
 
     A verdict's ``level_shifts`` entry (the calibrated policy's report) on a metric that a
     legitimate change moved in the last :data:`ACCEPT_WITHIN` nights is accepted from the night
-    it names (``airflow_metric_gate.accept.accept_level``); a level shift inside a fault episode
-    is never accepted.  Needs a package version with ``accept_level``.
+    the change landed (``airflow_metric_gate.accept.accept_level``); a level shift inside a fault
+    episode is never accepted.  Needs a package version with ``accept_level``.
     """
     shifts = [s for s in outcome.verdict.get("level_shifts", ()) or () if not s.get("adopted")]
     if not shifts or not outcome.label.clean:
@@ -220,7 +220,10 @@ def accept_legitimate_shifts(outcome: NightOutcome) -> bool:
         return False
     from airflow_metric_gate.accept import accept_level  # a package version with the calibrated policy
 
-    since = min(str(s.get("since_run_id") or outcome.run_id) for s in explained)
+    # on-call knows the night the change landed and accepts the new level from that night on: accepting
+    # again for another metric the same change moved marks the same nights (and the nights since), so the
+    # new level's history keeps growing instead of starting again from a later night
+    since = f"night-{max(c.night for c in recent):04d}"
     identity = outcome.identity
     accept_level(outcome.store, identity.series, identity.backend, identity.suite, since=since,
                  reason=f"benchmark: {', '.join(c.description for c in recent)}", by="accuracy-suite")

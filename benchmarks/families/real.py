@@ -185,7 +185,10 @@ class CartPoleFamily(_RealFamily):
         Fault("stopped_early", 1, 1, f"training stopped after {int(STOPPED_AT * 100)} % of its steps"),
     )
     changes = (
-        ("4 episodes a step instead of 2", {"set": {"episodes": 4}, "moves": ("rollout/raw_reward",)}),
+        # twice the episodes a step average the gradient over twice the samples: the grad norm falls
+        # and the KL between successive policies moves with it, not only the reward
+        ("4 episodes a step instead of 2", {"set": {"episodes": 4},
+                                            "moves": ("rollout/raw_reward", "train/grad_norm", "train/ppo_kl")}),
         ("learning rate halved", {"set": {"lr_scale": 0.5}, "moves": ("train/ppo_kl", "rollout/raw_reward")}),
     )
     affected = {
