@@ -119,6 +119,37 @@ def test_a_level_shift_pages_once_and_accept_rebaselines_from_its_nights(capsys,
     assert code == 2 and "neither a store run id" in err
 
 
+def test_a_new_level_right_after_an_accept_pages_once_and_is_adopted_not_locked_out(capsys, tmp_path, store_url):
+    """One trusted night of a new level is the history after an accept: the grad norm that keeps leaving the
+    constraint's band (the prior while calibrating) is one level shift, not a page every night."""
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("policy: calibrated\ngates:\n  - metric_key: train/grad_norm\n    enforce: true\n"
+                     "    constraint: {rel_up: 0.2, abs_floor_up: 0.0, rel_down: 0.2, abs_floor_down: 0.0}\n")
+    rng = random.Random(4)
+    for day in range(8):
+        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates)
+        assert code == 0 and verdict["trusted"]
+    code, verdict = _night(capsys, tmp_path, store_url, 8, rng, gates, grad_factor=2.0)  # a change doubles it
+    assert code == 1
+    code, out, err = _run(capsys, "accept", "--series", "rl", "--since", "night-008", "--reason", "new optimizer",
+                          "--store", store_url)
+    assert code == 0, err
+    codes, outcomes = [], []
+    for day in range(9, 9 + 6):  # the level moves on to 1.6x the accepted night: beyond its 20 % band on every step
+        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates, grad_factor=3.2)
+        codes.append(code)
+        outcomes.append(verdict["declarations"][0]["outcome"])
+    assert codes == [1, 0, 0, 0, 0, 0], (codes, outcomes)
+    assert outcomes == ["fail", "shift", "shift", "shift", "shift", "pass"], outcomes
+    # the sixth night is judged by the night test against the five nights of the new level
+    assert verdict["declarations"][0]["nights"] == 5 and verdict["trusted"]
+    adopted = [s for s in verdict["level_shifts"] if s.get("adopted")]
+    assert adopted and adopted[0]["since_run_id"] == "night-009"
+    report = replay(store_url, "rl", declarations=str(gates))  # the accept's marks and the adoption, replayed
+    assert report["summary"]["newly_failing"] == report["summary"]["no_longer_failing"] == []
+    assert len(report["nights"]) == 15
+
+
 def test_replay_reproduces_evaluate_under_both_policies(capsys, tmp_path, store_url):
     gates = tmp_path / "gates.yaml"
     gates.write_text("gates:\n  - metric_key: rollout/raw_reward\n  - metric_key: train/grad_norm\n")
