@@ -112,6 +112,14 @@ def judge_declaration(
     :param logical_date: tonight's logical date (ISO 8601).
     :param min_history: trusted nights needed before the night test judges (at least :data:`CALIBRATION_MIN`).
     """
+    decision = _judge(key, gate, tonight, choice, run_id=run_id, logical_date=logical_date, min_history=min_history)
+    if choice.adopted is not None:  # later nights keep the adopted level (see :func:`choose_history`)
+        decision.stored["adopted_since"] = choice.adopted.run_id
+    return decision
+
+
+def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence[tuple[int, int | None, float]],
+           choice: HistoryChoice, *, run_id: str, logical_date: str, min_history: int) -> Decision:
     direction = direction_of(gate)
     history = choice.history
     n = len(history)

@@ -67,19 +67,42 @@ class HistoryChoice:
     earlier: int = 0
 
 
+def _adopted_from(candidates: Sequence[Candidate]) -> tuple[int, str] | None:
+    """Where the latest adopted shift starts: the index of its first night (0 when that night is older
+    than the candidates) and its run id, when a later night recorded the adoption (``adopted_since``).
+    """
+    for i in range(len(candidates) - 1, -1, -1):
+        since = (candidates[i].outcome or {}).get("adopted_since")
+        if since:
+            start = next((j for j in range(i, -1, -1) if candidates[j].run_id == since), 0)
+            return start, str(since)
+    return None
+
+
 def choose_history(candidates: Sequence[Candidate], history_limit: int) -> HistoryChoice:
     """Pick one declaration's baseline nights from the earlier nights of its series, newest last.
 
     The trusted nights (at most ``history_limit``, the most recent); but when the most recent
     nights are :data:`SHIFT_ADOPT` or more failing nights of one level shift, the shift is adopted:
-    those nights are the history, and nothing before them.
+    those nights are the history, and nothing before them.  The night judged with an adopted shift
+    stores it (``adopted_since``), and later nights keep it: their history starts at the shift's
+    first night, its failing nights included, so an adopted level stays adopted.
 
     :param candidates: the earlier baseline nights since the rebaseline marker, oldest first.
     :param history_limit: at most this many nights.
     """
+    anchor = _adopted_from(candidates)
+    pool = list(candidates[anchor[0]:]) if anchor is not None else list(candidates)
+    since_adopted = anchor[1] if anchor is not None else None
+
+    def member(c: Candidate) -> bool:
+        o = c.outcome or {}
+        return c.trusted or (since_adopted is not None and o.get("since") == since_adopted
+                             and o.get("o") in ADOPTABLE)
+
     recent: list[Candidate] = []
-    for c in reversed(candidates):
-        if c.trusted:
+    for c in reversed(pool):
+        if member(c):
             break
         recent.append(c)
     recent.reverse()
@@ -94,7 +117,7 @@ def choose_history(candidates: Sequence[Candidate], history_limit: int) -> Histo
         if len(shift) >= SHIFT_ADOPT:
             shift.reverse()
             return HistoryChoice(shift[-history_limit:], [], adopted=shift[0], earlier=len(candidates))
-    history = [c for c in candidates if c.trusted][-history_limit:]
+    history = [c for c in pool if member(c)][-history_limit:]
     return HistoryChoice(history, recent, earlier=len(candidates))
 
 

@@ -100,20 +100,21 @@ def _is_blowup(value: float, ref: float, column: Sequence[float]) -> bool:
     return reach > _TINY and abs(value - ref) >= BLOWUP_RATIO * reach
 
 
-def _continuation(previous: Mapping[str, Any], kind: str, side: str | None, run_id: str,
+def _continuation(previous: Mapping[str, Any], side: str | None, run_id: str,
                   logical_date: str) -> tuple[bool, str, str, int]:
-    """Whether tonight continues the shift the previous untrusted night reported by the same test.
+    """Whether tonight continues the shift the previous untrusted night reported as a blow-up or prior failure.
 
     A blow-up or a failure of the prior band that goes on night after night is a level shift: it
     pages on its first night, continues without paging, and is adopted after :data:`SHIFT_ADOPT`
     nights (:func:`~airflow_metric_gate.decision.history.choose_history`), so it never pages forever.
+    Either test continues a shift of the other on the same side: a new level near the blow-up ratio
+    may be a blow-up one night and only beyond the prior band the next.
 
     :param previous: what the latest untrusted night since the last trusted one stored, if any.
-    :param kind: the stored flag of the test (``blowup``, ``prior``).
     :param side: tonight's failing side.
     :return: ``(continues, since_run_id, since_date, nights)``.
     """
-    continues = bool(previous.get(kind) and previous.get("o") in ("fail", "shift")
+    continues = bool((previous.get("blowup") or previous.get("prior")) and previous.get("o") in ("fail", "shift")
                      and previous.get("side") == side and previous.get("since"))
     if not continues:
         return False, run_id, logical_date, 1
@@ -148,7 +149,7 @@ def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, n,
                               reason="not blown up"))
     sides = [r.side for r in out if r.status == FAIL]
     side = max(("above", "below"), key=sides.count)
-    continues, since_run, since_date, nights = _continuation(previous, "blowup", side, run_id, logical_date)
+    continues, since_run, since_date, nights = _continuation(previous, side, run_id, logical_date)
     text = (f"blow-up: {_steps_text(sorted(blown_set))} ({len(blown_set)} of {len(tonight)}) at least "
             f"{BLOWUP_RATIO:g}x beyond anything their {n} trusted night(s) had; judged with any history"
             + _continues_text(continues, nights))
@@ -201,8 +202,9 @@ def _prior_band(key: tuple[str, str, str], gate, direction, tonight, refs, colum
                                      "within the constraint's band"))
     if not judged or len(outside) < PRIOR_SHARE * judged:
         return None
-    side = out[next(i for i, r in enumerate(out) if r.status == FAIL)].side
-    continues, since_run, since_date, nights = _continuation(previous, "prior", side, run_id, logical_date)
+    sides = [r.side for r in out if r.status == FAIL]
+    side = max(("above", "below"), key=sides.count)  # the side most of the failing steps left by
+    continues, since_run, since_date, nights = _continuation(previous, side, run_id, logical_date)
     level = _level([tonight[i][2] for i, c in enumerate(columns) if c], [r for r, c in zip(refs, columns) if c])
     text = (f"calibrating ({n} of {need} trusted nights): {_steps_text(outside)} ({len(outside)} of {judged}) "
             f"{side} the constraint's band on the regression side; level shift since {since_date}: {_pct(level)}"

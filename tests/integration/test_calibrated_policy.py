@@ -134,20 +134,20 @@ def test_a_new_level_right_after_an_accept_pages_once_and_is_adopted_not_locked_
     code, out, err = _run(capsys, "accept", "--series", "rl", "--since", "night-008", "--reason", "new optimizer",
                           "--store", store_url)
     assert code == 0, err
-    codes, outcomes = [], []
-    for day in range(9, 9 + 6):  # the level moves on to 1.6x the accepted night: beyond its 20 % band on every step
+    codes, outcomes, adopted = [], [], []
+    for day in range(9, 9 + 9):  # the level moves on to 1.6x the accepted night: beyond its 20 % band on every step
         code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates, grad_factor=3.2)
         codes.append(code)
         outcomes.append(verdict["declarations"][0]["outcome"])
-    assert codes == [1, 0, 0, 0, 0, 0], (codes, outcomes)
-    assert outcomes == ["fail", "shift", "shift", "shift", "shift", "pass"], outcomes
-    # the sixth night is judged by the night test against the five nights of the new level
-    assert verdict["declarations"][0]["nights"] == 5 and verdict["trusted"]
-    adopted = [s for s in verdict["level_shifts"] if s.get("adopted")]
-    assert adopted and adopted[0]["since_run_id"] == "night-009"
+        adopted += [(day, s["since_run_id"]) for s in verdict.get("level_shifts", []) if s.get("adopted")]
+    assert codes == [1, 0, 0, 0, 0, 0, 0, 0, 0], (codes, outcomes)
+    assert adopted == [(14, "night-009")]  # said once, on the night it is adopted
+    assert outcomes == ["fail", "shift", "shift", "shift", "shift", "pass", "pass", "pass", "pass"], outcomes
+    # the nights after the adoption are judged against the new level's nights only: 5, then 6, 7, 8
+    assert verdict["declarations"][0]["nights"] == 8 and verdict["trusted"]
     report = replay(store_url, "rl", declarations=str(gates))  # the accept's marks and the adoption, replayed
     assert report["summary"]["newly_failing"] == report["summary"]["no_longer_failing"] == []
-    assert len(report["nights"]) == 15
+    assert len(report["nights"]) == 18
 
 
 def test_replay_reproduces_evaluate_under_both_policies(capsys, tmp_path, store_url):

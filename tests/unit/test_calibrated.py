@@ -312,7 +312,7 @@ def test_nights_that_keep_leaving_the_prior_band_are_a_level_shift_not_a_lock_ou
     rng = random.Random(5)
     (base,) = _nights(rng, 1, 100, 0.3)
     baseline = [Candidate("b0", "2026-01-01", True, {"o": "pass"}, base)]
-    later = [{s: v * 1.5 for s, v in night.items()} for night in _nights(rng, SHIFT_ADOPT + 1, 100, 0.3)]
+    later = [{s: v * 1.5 for s, v in night.items()} for night in _nights(rng, SHIFT_ADOPT + 4, 100, 0.3)]
     recent: list[Candidate] = []
     outcomes = []
     for i, values in enumerate(later):
@@ -331,13 +331,17 @@ def test_nights_that_keep_leaving_the_prior_band_are_a_level_shift_not_a_lock_ou
                                                 "continues": True}
             assert f"night {i + 1}" in decision.results[-1].reason
             assert not blocks(FAIL, GATE, enforce=True, outcome=decision.outcome)
-        else:  # the SHIFT_ADOPT nights of the new level are the history now: the night test judges it
+        elif i == SHIFT_ADOPT:  # the SHIFT_ADOPT nights of the new level are the history now: the night test judges it
             assert choice.adopted is not None and choice.adopted.run_id == "n0"
             assert [c.run_id for c in choice.history] == [f"n{k}" for k in range(SHIFT_ADOPT)]
             assert decision.outcome == "pass", decision.results[-1].reason
+            assert decision.stored["adopted_since"] == "n0"
+        else:  # and it stays adopted: the old night never comes back into the history
+            assert choice.adopted is None and [c.run_id for c in choice.history] == [f"n{k}" for k in range(i)]
+            assert decision.outcome == "pass", decision.results[-1].reason
         recent.append(Candidate(f"n{i}", f"2026-01-{i + 2:02d}", decision.outcome in ("pass", "inactive"),
                                 decision.stored, values))
-    assert outcomes == ["fail"] + ["shift"] * (SHIFT_ADOPT - 1) + ["pass"]
+    assert outcomes == ["fail"] + ["shift"] * (SHIFT_ADOPT - 1) + ["pass"] * 4
 
 
 def test_a_prior_band_failure_on_the_other_side_starts_a_new_shift():
@@ -361,7 +365,7 @@ def test_a_blow_up_that_stays_pages_once_and_is_adopted_after_shift_adopt_nights
     trusted = [Candidate(f"t{i}", f"2026-01-{i + 1:02d}", True, {"o": "pass"}, v) for i, v in enumerate(history)]
     recent: list[Candidate] = []
     outcomes = []
-    for i, night in enumerate(_nights(rng, SHIFT_ADOPT + 1, 50, 0.3)):
+    for i, night in enumerate(_nights(rng, SHIFT_ADOPT + 3, 50, 0.3)):
         values = {s: 20.0 * v for s, v in night.items()}  # every step 20x: far beyond anything trusted
         choice = choose_history(trusted + recent, 20)
         decision = judge_declaration(KEY, GATE, [(s, s, v) for s, v in sorted(values.items())], choice,
@@ -371,8 +375,45 @@ def test_a_blow_up_that_stays_pages_once_and_is_adopted_after_shift_adopt_nights
             assert decision.results[-1].bound == "blowup" and decision.report["blowup"]["since_run_id"] == "n0"
             assert decision.report["blowup"]["nights"] == i + 1
             assert blocks(FAIL, GATE, enforce=True, outcome=decision.outcome) == (i == 0)  # it pages once
-        else:
+        elif i == SHIFT_ADOPT:
             assert choice.adopted is not None and choice.adopted.run_id == "n0"
+        else:  # the blown-up level stays the baseline: the ten old nights do not come back
+            assert {c.run_id for c in choice.history}.isdisjoint(c.run_id for c in trusted)
         recent.append(Candidate(f"n{i}", f"2026-02-{i + 1:02d}", decision.outcome in ("pass", "inactive"),
                                 decision.stored, values))
-    assert outcomes == ["fail"] + ["shift"] * (SHIFT_ADOPT - 1) + ["pass"]
+    assert outcomes == ["fail"] + ["shift"] * (SHIFT_ADOPT - 1) + ["pass"] * 3
+
+
+def test_an_adopted_night_test_shift_stays_adopted():
+    """The night test's level shift, adopted after SHIFT_ADOPT nights without an accept, is the baseline
+    from then on: the night after the adoption is not judged against the old nights again."""
+    rng = random.Random(12)
+    history = _nights(rng, 20, 100, 0.3)
+    nights = [Candidate(f"t{i}", f"2026-01-{i + 1:02d}", True, {"o": "pass"}, v) for i, v in enumerate(history)]
+    outcomes, pages = [], []
+    for i, night in enumerate(_nights(rng, SHIFT_ADOPT + 4, 100, 0.3)):
+        values = {s: 1.3 * v for s, v in night.items()}  # a new level, 30 % up, for good
+        choice = choose_history(nights, 20)
+        decision = judge_declaration(KEY, GATE, [(s, s, v) for s, v in sorted(values.items())], choice,
+                                     run_id=f"n{i}", logical_date=f"2026-02-{i + 1:02d}")
+        outcomes.append(decision.outcome)
+        pages.append(blocks(FAIL, GATE, enforce=True, outcome=decision.outcome) and decision.outcome != "pass")
+        nights.append(Candidate(f"n{i}", f"2026-02-{i + 1:02d}", decision.outcome in ("pass", "inactive"),
+                                decision.stored, values))
+    assert outcomes == ["fail"] + ["shift"] * (SHIFT_ADOPT - 1) + ["pass"] * 4, outcomes
+    assert pages == [True] + [False] * (SHIFT_ADOPT + 3)
+
+
+def test_a_blow_up_then_a_prior_failure_the_same_way_is_one_shift():
+    rng = random.Random(13)
+    (base,) = _nights(rng, 1, 100, 0.3)
+    nights = [Candidate("b0", "2026-01-01", True, {"o": "pass"}, base)]
+    first, second = ({s: f * v for s, v in night.items()} for f, night in zip((6.0, 3.0), _nights(rng, 2, 100, 0.3)))
+    blown = judge_declaration(KEY, GATE, [(s, s, v) for s, v in sorted(first.items())], choose_history(nights, 20),
+                              run_id="n0", logical_date="2026-01-02")
+    assert blown.outcome == "fail" and blown.stored["blowup"] and blown.stored["side"] == "above"
+    nights.append(Candidate("n0", "2026-01-02", False, blown.stored, first))
+    prior = judge_declaration(KEY, GATE, [(s, s, v) for s, v in sorted(second.items())], choose_history(nights, 20),
+                              run_id="n1", logical_date="2026-01-03")
+    assert prior.results[-1].bound == "constraint" and prior.outcome == "shift"
+    assert prior.stored["since"] == "n0" and prior.stored["nights"] == 2
