@@ -118,8 +118,9 @@ def evaluate(
     if calibrated:
         if candidates is None:
             candidates = store.judged_candidates(run_id, candidate_limit(history_limit))
-        part = judge_calibrated_declarations(store, run, {key: gates[key] for key in calibrated}, run_errors,
-                                             candidates, history_limit=history_limit, min_history=min_history,
+        in_order = {key: gate for key, gate in gates.items() if key in calibrated}  # the declarations' order
+        part = judge_calibrated_declarations(store, run, in_order, run_errors, candidates,
+                                             history_limit=history_limit, min_history=min_history,
                                              all_results=all_results, keep=keep)
         decisions = part.decisions
         for key, decision in decisions.items():

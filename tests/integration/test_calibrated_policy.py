@@ -6,6 +6,8 @@ import json
 import math
 import random
 
+import yaml
+
 from airflow_metric_gate.cli import main
 from airflow_metric_gate.replay import replay
 from airflow_metric_gate.schemas.verdict import VerdictSchema
@@ -177,3 +179,17 @@ def test_replay_reproduces_evaluate_under_both_policies(capsys, tmp_path, store_
     code, out, err = _run(capsys, "replay", "--series", "rl", "--policy", "calibrated", "--store", store_url)
     assert code == 0, err
     assert "policy=calibrated: 1 of 16 night(s) would fail" in out, out  # the blow-up night, as text
+
+
+def test_the_verdict_lists_calibrated_declarations_in_the_gates_file_order(capsys, tmp_path, store_url):
+    order = [("train/grad_norm", "[7]"), ("rollout/raw_reward", "last"), ("train/grad_norm", "[3]"),
+             ("rollout/raw_reward", "[1, 2]"), ("train/grad_norm", "last"), ("rollout/raw_reward", "[40]"),
+             ("train/grad_norm", "[0, 9]")]
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("policy: calibrated\ngates:\n" + "".join(
+        f"  - metric_key: {metric}\n    steps: {steps}\n" for metric, steps in order))
+    rng = random.Random(5)
+    for day in range(2):
+        _, verdict = _night(capsys, tmp_path, store_url, day, rng, gates)
+    listed = [(d["metric_key"], d["steps_key"]) for d in verdict["declarations"]]
+    assert listed == [(metric, json.dumps(yaml.safe_load(steps), separators=(",", ":"))) for metric, steps in order]
