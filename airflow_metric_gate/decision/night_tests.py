@@ -156,6 +156,10 @@ def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, n,
     out.append(Result(*key, None, None, FAIL, n=n, side=side, bound="blowup", reason=text))
     report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set), "since": since_date,
                         "since_run_id": since_run, "nights": nights, "continues": continues}
+    # a level shift like any other, so that on-call is offered the accept (log, UI) if the new level is right
+    level = _level([tonight[i][2] for i, c in enumerate(columns) if c], [r for r, c in zip(refs, columns) if c])
+    report["shift"] = {"since": since_date, "since_run_id": since_run, "nights": nights, "change": level,
+                       "continues": continues, "adopt_after": SHIFT_ADOPT}
     outcome = "shift" if continues else "fail"
     stored = {"o": outcome, "blowup": True, "side": side, "since": since_run, "since_date": since_date,
               "nights": nights, "cause": f"{key[0]}: blow-up"}

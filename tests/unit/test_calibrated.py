@@ -374,6 +374,8 @@ def test_a_blow_up_that_stays_pages_once_and_is_adopted_after_shift_adopt_nights
         if i < SHIFT_ADOPT:
             assert decision.results[-1].bound == "blowup" and decision.report["blowup"]["since_run_id"] == "n0"
             assert decision.report["blowup"]["nights"] == i + 1
+            # listed as a level shift too: the log and the UI offer the accept
+            assert decision.report["shift"]["since_run_id"] == "n0" and decision.report["shift"]["change"] > 10
             assert blocks(FAIL, GATE, enforce=True, outcome=decision.outcome) == (i == 0)  # it pages once
         elif i == SHIFT_ADOPT:
             assert choice.adopted is not None and choice.adopted.run_id == "n0"
