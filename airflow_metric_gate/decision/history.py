@@ -92,7 +92,7 @@ def choose_history(candidates: Sequence[Candidate], history_limit: int) -> Histo
     :param history_limit: at most this many nights.
     """
     anchor = _adopted_from(candidates)
-    pool = list(candidates[anchor[0]:]) if anchor is not None else list(candidates)
+    pool = candidates[anchor[0]:] if anchor is not None else candidates
     since_adopted = anchor[1] if anchor is not None else None
 
     def member(c: Candidate) -> bool:

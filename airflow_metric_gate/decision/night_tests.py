@@ -100,9 +100,9 @@ def _is_blowup(value: float, ref: float, column: Sequence[float]) -> bool:
     return reach > _TINY and abs(value - ref) >= BLOWUP_RATIO * reach
 
 
-def _continuation(previous: Mapping[str, Any], side: str | None, run_id: str,
-                  logical_date: str) -> tuple[bool, str, str, int]:
-    """Whether tonight continues the shift the previous untrusted night reported as a blow-up or prior failure.
+def _shift(previous: Mapping[str, Any], failed: Sequence[Result], tonight, refs, columns, run_id: str,
+           logical_date: str) -> dict[str, Any]:
+    """The level shift a blow-up or a prior-band failure reports, new tonight or continuing the previous night's.
 
     A blow-up or a failure of the prior band that goes on night after night is a level shift: it
     pages on its first night, continues without paging, and is adopted after :data:`SHIFT_ADOPT`
@@ -111,15 +111,35 @@ def _continuation(previous: Mapping[str, Any], side: str | None, run_id: str,
     may be a blow-up one night and only beyond the prior band the next.
 
     :param previous: what the latest untrusted night since the last trusted one stored, if any.
-    :param side: tonight's failing side.
-    :return: ``(continues, since_run_id, since_date, nights)``.
+    :param failed: tonight's step results; the side most of the FAILs are on is the shift's.
+    :return: the verdict's ``shift`` report (``since``, ``since_run_id``, ``nights``, ``change``,
+        ``continues``, ``adopt_after``) with ``side``.
     """
+    sides = [r.side for r in failed if r.status == FAIL]
+    side = max(("above", "below"), key=sides.count)
     continues = bool((previous.get("blowup") or previous.get("prior")) and previous.get("o") in ("fail", "shift")
                      and previous.get("side") == side and previous.get("since"))
-    if not continues:
-        return False, run_id, logical_date, 1
-    since_date = str(previous.get("since_date", logical_date))
-    return True, str(previous["since"]), since_date, int(previous.get("nights", 1)) + 1
+    since_run, since_date, nights = run_id, logical_date, 1
+    if continues:
+        since_run, since_date = str(previous["since"]), str(previous.get("since_date", logical_date))
+        nights = int(previous.get("nights", 1)) + 1
+    level = _level([tonight[i][2] for i, c in enumerate(columns) if c], [r for r, c in zip(refs, columns) if c])
+    return {"since": since_date, "since_run_id": since_run, "nights": nights, "change": level,
+            "continues": continues, "adopt_after": SHIFT_ADOPT, "side": side}
+
+
+def _stored_shift(shift: Mapping[str, Any], flag: str, cause: str) -> tuple[str, dict[str, Any]]:
+    """The outcome (``fail`` on a shift's first night, ``shift`` after) and what the store keeps of it.
+
+    A prior-band failure keeps its ``level`` (later nights' drift test reads the levels of the
+    untrusted nights before them); a blow-up's level, far beyond anything, is not kept.
+    """
+    outcome = "shift" if shift["continues"] else "fail"
+    stored = {"o": outcome, flag: True, "side": shift["side"], "since": shift["since_run_id"],
+              "since_date": shift["since"], "nights": shift["nights"], "cause": cause}
+    if flag == "prior":
+        stored["level"] = shift["change"]
+    return outcome, stored
 
 
 def _continues_text(continues: bool, nights: int) -> str:
@@ -147,22 +167,17 @@ def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, n,
         else:
             out.append(Result(*key, step, at, PASS, current=value, ref=None if not column else ref, n=len(column),
                               reason="not blown up"))
-    sides = [r.side for r in out if r.status == FAIL]
-    side = max(("above", "below"), key=sides.count)
-    continues, since_run, since_date, nights = _continuation(previous, side, run_id, logical_date)
+    shift = _shift(previous, out, tonight, refs, columns, run_id, logical_date)
     text = (f"blow-up: {_steps_text(sorted(blown_set))} ({len(blown_set)} of {len(tonight)}) at least "
             f"{BLOWUP_RATIO:g}x beyond anything their {n} trusted night(s) had; judged with any history"
-            + _continues_text(continues, nights))
-    out.append(Result(*key, None, None, FAIL, n=n, side=side, bound="blowup", reason=text))
-    report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set), "since": since_date,
-                        "since_run_id": since_run, "nights": nights, "continues": continues}
+            + _continues_text(shift["continues"], shift["nights"]))
+    out.append(Result(*key, None, None, FAIL, n=n, side=shift["side"], bound="blowup", reason=text))
+    report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set), "since": shift["since"],
+                        "since_run_id": shift["since_run_id"], "nights": shift["nights"],
+                        "continues": shift["continues"]}
     # a level shift like any other, so that on-call is offered the accept (log, UI) if the new level is right
-    level = _level([tonight[i][2] for i, c in enumerate(columns) if c], [r for r, c in zip(refs, columns) if c])
-    report["shift"] = {"since": since_date, "since_run_id": since_run, "nights": nights, "change": level,
-                       "continues": continues, "adopt_after": SHIFT_ADOPT}
-    outcome = "shift" if continues else "fail"
-    stored = {"o": outcome, "blowup": True, "side": side, "since": since_run, "since_date": since_date,
-              "nights": nights, "cause": f"{key[0]}: blow-up"}
+    report["shift"] = {k: v for k, v in shift.items() if k != "side"}
+    outcome, stored = _stored_shift(shift, "blowup", f"{key[0]}: blow-up")
     return Decision(outcome, out, stored, report)
 
 
@@ -206,20 +221,15 @@ def _prior_band(key: tuple[str, str, str], gate, direction, tonight, refs, colum
                                      "within the constraint's band"))
     if not judged or len(outside) < PRIOR_SHARE * judged:
         return None
-    sides = [r.side for r in out if r.status == FAIL]
-    side = max(("above", "below"), key=sides.count)  # the side most of the failing steps left by
-    continues, since_run, since_date, nights = _continuation(previous, side, run_id, logical_date)
-    level = _level([tonight[i][2] for i, c in enumerate(columns) if c], [r for r, c in zip(refs, columns) if c])
+    shift = _shift(previous, out, tonight, refs, columns, run_id, logical_date)
+    side = shift["side"]
     text = (f"calibrating ({n} of {need} trusted nights): {_steps_text(outside)} ({len(outside)} of {judged}) "
-            f"{side} the constraint's band on the regression side; level shift since {since_date}: {_pct(level)}"
-            + _continues_text(continues, nights))
+            f"{side} the constraint's band on the regression side; level shift since {shift['since']}: "
+            f"{_pct(shift['change'])}" + _continues_text(shift["continues"], shift["nights"]))
     out.append(Result(*key, None, None, FAIL, n=n, side=side, bound="constraint", reason=text))
     report["prior"] = {"steps": outside[:50], "count": len(outside)}
-    report["shift"] = {"since": since_date, "since_run_id": since_run, "nights": nights, "change": level,
-                       "continues": continues, "adopt_after": SHIFT_ADOPT}
-    outcome = "shift" if continues else "fail"
-    stored = {"o": outcome, "side": side, "prior": True, "level": level, "since": since_run, "since_date": since_date,
-              "nights": nights, "cause": f"{key[0]}: {len(outside)} step(s) {side} the constraint's band"}
+    report["shift"] = {k: v for k, v in shift.items() if k != "side"}
+    outcome, stored = _stored_shift(shift, "prior", f"{key[0]}: {len(outside)} step(s) {side} the constraint's band")
     return Decision(outcome, out, stored, report)
 
 
