@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow_metric_gate.decision import policy_of
 from airflow_metric_gate.decision.calibrated import Candidate, choose_history, night_trusted
+from airflow_metric_gate.decision.history import choose_bridge
 from airflow_metric_gate.declarations import GateDeclaration
 from airflow_metric_gate.enums import STATUSES
 from airflow_metric_gate.judging import judge_calibrated, judge_run, merge_judgements, outcome_of
@@ -136,12 +137,15 @@ def _judge(night: _Night, done: list[_Night], group: Sequence[_Night], given: di
             gates = {k: (g if g.get("policy") else {**g, "policy": policy}) for k, g in gates.items()}
     values, errors = _routed(night, gates)
     # the earlier nights evaluate reads: judged baseline runs since the latest rebaseline marker
-    fence = None
-    for n in (*done, *group):
-        if n.run.rebaseline and n.run.logical_date <= run.logical_date:
-            fence = n.run.logical_date if fence is None else max(fence, n.run.logical_date)
-    earlier = [n for n in done if n.run.role == "baseline" and n.run.status != "pending"
-               and (fence is None or n.run.logical_date >= fence)][-candidate_limit(history_limit):]
+    markers = sorted({n.run.logical_date for n in (*done, *group)
+                      if n.run.rebaseline and n.run.logical_date <= run.logical_date})
+    fence = markers[-1] if markers else None
+    judged = [n for n in done if n.run.role == "baseline" and n.run.status != "pending"]
+    earlier = [n for n in judged if fence is None or n.run.logical_date >= fence][-candidate_limit(history_limit):]
+    # the nights before the latest marker (and not before the one before it): a short history's bridge
+    before = [] if fence is None else [
+        n for n in judged if n.run.logical_date < fence and (len(markers) < 2 or n.run.logical_date >= markers[-2])
+    ][-candidate_limit(history_limit):]
     calibrated = {k: g for k, g in gates.items() if policy_of(g) == "calibrated"}
     reference = {k: g for k, g in gates.items() if k not in calibrated}
     judgement = None
@@ -163,16 +167,9 @@ def _judge(night: _Night, done: list[_Night], group: Sequence[_Night], given: di
     if calibrated:
         choices = {}
         for key in calibrated:
-            cands = []
-            for n in earlier:
-                outcome = _outcome(n, key, trust)
-                c = Candidate(n.run.run_id, n.run.logical_date.isoformat(), _declaration_trusted(n, key, trust),
-                              outcome)
-                stored_key = _stored_key(n, key)
-                if stored_key is not None:
-                    c.values = {step: value for step, _, value in n.values[stored_key]}
-                cands.append(c)
-            choices[key] = choose_history(cands, history_limit)
+            choices[key] = choose_history(_candidates(earlier, key, trust), history_limit)
+            choose_bridge(choices[key], choose_history(_candidates(before, key, trust), history_limit).history,
+                          history_limit)
         rows_by_key = {key: [(s, a, v, i) for i, (s, a, v) in enumerate(values.get(key, ()))] for key in calibrated}
         part = judge_calibrated(rows_by_key, calibrated, [(k, 0, m) for k, m in errors.items() if k in calibrated],
                                 choices, run_id=run.run_id, logical_date=run.logical_date.isoformat(),
@@ -199,6 +196,19 @@ def _judge(night: _Night, done: list[_Night], group: Sequence[_Night], given: di
                                            "role": run.role, "stored_status": run.status,
                                            "results": [r.to_dict() for r in results]})
     return entry
+
+
+def _candidates(nights: Sequence[_Night], key: Key, trust: str) -> list[Candidate]:
+    """The nights as one declaration's candidate nights, with its values."""
+    out = []
+    for n in nights:
+        c = Candidate(n.run.run_id, n.run.logical_date.isoformat(), _declaration_trusted(n, key, trust),
+                      _outcome(n, key, trust))
+        stored_key = _stored_key(n, key)
+        if stored_key is not None:
+            c.values = {step: value for step, _, value in n.values[stored_key]}
+        out.append(c)
+    return out
 
 
 def _by_step(night: _Night, key: Key) -> dict[int, float]:

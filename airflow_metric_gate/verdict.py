@@ -335,7 +335,7 @@ def calibrated_sections(gates: Mapping[DeclarationKey, Mapping], decisions: Mapp
             outcome = decision.outcome
             entry = {**_key_fields(key), "outcome": outcome, "trusted": outcome in ("pass", "inactive")}
             for name in ("direction", "nights", "z", "threshold", "level", "side", "steps_judged", "driven_count",
-                         "false_alarm", "starved", "missing_count"):
+                         "false_alarm", "starved", "missing_count", "bridge"):
                 if name in report:
                     entry[name] = report[name]
             nights.append(entry)

@@ -41,7 +41,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_metric_gate.decision.deviations import _columns_plain, _deviations_plain, _Matrix
-from airflow_metric_gate.decision.history import Candidate, Decision, HistoryChoice, choose_history, night_trusted
+from airflow_metric_gate.decision.history import (
+    Candidate,
+    Decision,
+    HistoryChoice,
+    bridged_history,
+    choose_history,
+    night_trusted,
+)
 from airflow_metric_gate.decision.night_tests import (
     _better_side,
     _blowup,
@@ -58,6 +65,7 @@ from airflow_metric_gate.decision.night_tests import (
 )
 from airflow_metric_gate.decision.parameters import (
     BLOWUP_RATIO,
+    BRIDGE_REF_VARIANCE,
     CALIBRATION_MIN,
     DRIFT_MIN,
     EXPECTED_NIGHTS,
@@ -154,6 +162,18 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
             report["missing_count"] = len(missing)
             return Decision("error", [error], {"o": "error", "cause": message}, report)
 
+    # a new level (an accept, a rebaseline, an adopted shift) with a short history: the nights before it,
+    # moved to the new level, fill the history up
+    bridged = False
+    if choice.bridge:
+        filled = bridged_history(history, choice.bridge)
+        if len(filled) >= need:
+            bridged, history = True, filled
+            report["bridge"] = {"nights_since": n, "nights_before": len(filled) - n,
+                                "since": choice.history[0].logical_date}
+    # the tests that compare tonight with the latest nights wait for a few nights of the new level
+    settled = not bridged or n >= need
+
     matrix = _Matrix.of(steps, history) if _VECTORISED else None
     columns = matrix.columns() if matrix is not None else _columns_plain(steps, history)
     refs = [median_sorted(column) if column else math.nan for column in columns]
@@ -163,10 +183,10 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
             blown.append(step)
     with_ref = sum(1 for c in columns if c)
     if with_ref and len(blown) * 2 >= with_ref:
-        return _blowup(key, tonight, refs, columns, blown, report, n, previous=previous, run_id=run_id,
-                       logical_date=logical_date)
+        return _blowup(key, tonight, refs, columns, blown, report, len(history) if bridged else n,
+                       previous=previous, run_id=run_id, logical_date=logical_date)
 
-    if n < need:
+    if n < need and not bridged:
         prior = _prior_band(key, gate, direction, tonight, refs, columns, report, n, need, previous=previous,
                             run_id=run_id, logical_date=logical_date)
         if prior is not None:
@@ -178,7 +198,7 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
         return Decision("inactive", out, {"o": "inactive"}, report)
 
     # -- the night statistic, tonight and for each trusted night against the others ---------------
-    usable = max(3, (n + 1) // 2)
+    usable = max(3, (len(history) + 1) // 2)
     judged = [i for i, c in enumerate(columns) if len(c) >= usable]
     if not judged:
         reason = "no step of tonight's record is in enough trusted nights to judge"
@@ -213,7 +233,9 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
     # A night of few steps is as heavy-tailed as one step's noise, which a few nights cannot show:
     # its bound takes at most HEAVY_TAIL_DF degrees of freedom.  Many steps' trimmed mean is near normal.
     df = max(m - 1, 1) if len(judged) >= MANY_STEPS else min(max(m - 1, 1), HEAVY_TAIL_DF)
-    q = t_quantile(1.0 - (FALSE_ALARM if one_sided else FALSE_ALARM / 2.0), df) * math.sqrt(1.0 + 1.0 / m)
+    # the new level of a bridged history is known from n nights only: its error widens the bound
+    spread = 1.0 + 1.0 / m + (BRIDGE_REF_VARIANCE / n if bridged else 0.0)
+    q = t_quantile(1.0 - (FALSE_ALARM if one_sided else FALSE_ALARM / 2.0), df) * math.sqrt(spread)
     z = (statistic - center) / sd
     zn = z / math.sqrt(1.0 + 1.0 / m)  # about unit variance on a clean night, whatever the history's length
     worse = _worse_side(direction, z, q)
@@ -224,7 +246,7 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
                   and abs(previous.get("z", math.inf) - z) <= q * math.sqrt(2.0))
         if agrees:  # tonight is as far off as the failing night before it: the shift goes on
             worse = previous["side"]
-        elif not choice.recent and len(past) == len(history):
+        elif not choice.recent and settled and len(past) == len(history):
             sustained = _sustained(direction, statistic, past, history, few_steps=len(judged) < MANY_STEPS)
             if sustained is not None:
                 worse = sustained["side"]
@@ -271,8 +293,10 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
     report["side"] = worse
     if better:
         report["improvement"] = {"side": better, "level": level_tonight}
+    against = (f"{m} trusted night(s), {m - n} of them from before {choice.history[0].logical_date} moved to the "
+               f"level of the {n} night(s) since" if bridged else f"{m} trusted night(s)")
     night_text = (f"whole night: the trimmed mean of {len(judged)} step(s)' deviations is z = {_fmt(z)} against "
-                  f"{m} trusted night(s) (band -+{_fmt(q)} at {FALSE_ALARM * 100:g} % false alarms); "
+                  f"{against} (band -+{_fmt(q)} at {FALSE_ALARM * 100:g} % false alarms); "
                   f"level {_pct(level_tonight)} against the baseline")
 
     if worse:
@@ -303,7 +327,8 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
                   "since_date": since_date, "nights": nights, "cause": f"{key[0]}: level {_pct(level_tonight)}"}
         return Decision(outcome, step_results + [night], stored, report)
 
-    shape = _shape(direction, r_tonight, per_night_r, per_night_pos) if len(judged) >= MANY_STEPS else None
+    shape = (_shape(direction, r_tonight, per_night_r, per_night_pos)
+             if len(judged) >= MANY_STEPS and settled else None)
     if shape is not None:
         side, cut = shape["side"], shape["cut"]
         from_step = steps[judged[cut]]
@@ -339,9 +364,10 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
 
     # the untrusted nights since the last trusted one were judged against this same history: their levels count
     since = [c for c in choice.recent if c.outcome and "level" in c.outcome]
-    drift = _drift(direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS,
-                   recent_levels=[float(c.outcome["level"]) for c in since if c.outcome],
-                   recent_dates=[c.logical_date for c in since])
+    drift = None if not settled else _drift(
+        direction, levels, level_tonight, history, logical_date, few_steps=len(judged) < MANY_STEPS,
+        recent_levels=[float(c.outcome["level"]) for c in since if c.outcome],
+        recent_dates=[c.logical_date for c in since])
     if drift is not None:
         continues = previous.get("o") in ("drift", "drift-continues")
         outcome = "drift-continues" if continues else "drift"

@@ -10,6 +10,7 @@ from typing import Any
 
 from airflow_metric_gate.decision.parameters import ADOPTABLE, SHIFT_ADOPT
 from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES
+from airflow_metric_gate.decision.stats import median_sorted
 from airflow_metric_gate.evaluation import Result
 
 
@@ -59,12 +60,17 @@ class HistoryChoice:
     :param recent: the untrusted nights since the last trusted one, oldest first.
     :param adopted: the level shift adopted as the new baseline (its first night), if one was.
     :param earlier: how many candidate nights there were at all (for naming a starved baseline).
+    :param bridge: while ``history`` holds fewer than ``history_limit`` nights because a new level
+        began (a rebaseline marker: an accept, a rebaseline; or an adopted level shift), the trusted
+        nights before it, oldest first, as many as fill ``history`` up to ``history_limit``: they
+        calibrate the night test at the new level (:func:`bridged_history`).
     """
 
     history: list[Candidate]
     recent: list[Candidate]
     adopted: Candidate | None = None
     earlier: int = 0
+    bridge: list[Candidate] = field(default_factory=list)
 
 
 def _adopted_from(candidates: Sequence[Candidate]) -> tuple[int, str] | None:
@@ -86,7 +92,8 @@ def choose_history(candidates: Sequence[Candidate], history_limit: int) -> Histo
     nights are :data:`SHIFT_ADOPT` or more failing nights of one level shift, the shift is adopted:
     those nights are the history, and nothing before them.  The night judged with an adopted shift
     stores it (``adopted_since``), and later nights keep it: their history starts at the shift's
-    first night, its failing nights included, so an adopted level stays adopted.
+    first night, its failing nights included, so an adopted level stays adopted.  The trusted
+    nights before an adopted shift are its bridge while the shift's history is short.
 
     :param candidates: the earlier baseline nights since the rebaseline marker, oldest first.
     :param history_limit: at most this many nights.
@@ -116,9 +123,79 @@ def choose_history(candidates: Sequence[Candidate], history_limit: int) -> Histo
             shift.append(c)
         if len(shift) >= SHIFT_ADOPT:
             shift.reverse()
-            return HistoryChoice(shift[-history_limit:], [], adopted=shift[0], earlier=len(candidates))
-    history = [c for c in pool if member(c)][-history_limit:]
-    return HistoryChoice(history, recent, earlier=len(candidates))
+            choice = HistoryChoice(shift[-history_limit:], [], adopted=shift[0], earlier=len(candidates))
+            choose_bridge(choice, [c for c in pool if member(c)], history_limit)
+            return choice
+    choice = HistoryChoice([c for c in pool if member(c)][-history_limit:], recent, earlier=len(candidates))
+    if anchor is not None:  # the level adopted on an earlier night: the trusted nights before it
+        choose_bridge(choice, [c for c in candidates[:anchor[0]] if c.trusted], history_limit)
+    return choice
+
+
+def needs_bridge(choice: HistoryChoice, history_limit: int) -> bool:
+    """Whether a declaration's history is short (but not empty) and has no bridge yet.
+
+    :param choice: the history :func:`choose_history` picked.
+    :param history_limit: the history's full length.
+    """
+    return 0 < len(choice.history) < history_limit and not choice.bridge
+
+
+def choose_bridge(choice: HistoryChoice, before: Sequence[Candidate], history_limit: int) -> None:
+    """Give a short history its bridge: the latest of the trusted nights before its level began.
+
+    As many as fill the history up to ``history_limit`` nights; nothing when it has a bridge already
+    or is not short.  ``before`` are the trusted nights before the new level (for a rebaseline
+    marker, the history :func:`choose_history` picks from the nights before it).
+
+    :param choice: the history; changed in place.
+    :param before: the trusted nights before the new level began, oldest first.
+    :param history_limit: the history's full length.
+    """
+    if needs_bridge(choice, history_limit):
+        choice.bridge = list(before[-(history_limit - len(choice.history)):])
+
+
+def bridged_history(since: Sequence[Candidate], before: Sequence[Candidate]) -> list[Candidate]:
+    """A short history bridged: the nights before its level began, moved to that level, then its own nights.
+
+    Each step of each night before the marker is moved by the difference between the median of
+    the nights since (the new level, ``since``) and the median of the nights before (the old
+    level) at that step: multiplied by their ratio when every value of the step is positive,
+    shifted by their difference otherwise.  Each step's median over the moved nights is then the
+    new level's, while every night keeps its own deviation from it: the night statistic and its
+    calibration are those of the old nights, about the new level.  Steps that no night since has
+    are left out; nights left with no value are dropped.
+
+    :param since: the trusted nights of the new level (at least one), oldest first.
+    :param before: the trusted nights before it, oldest first.
+    :return: the moved nights, then ``since``.
+    """
+    new: dict[int, list[float]] = {}
+    for c in since:
+        for step, value in c.values.items():
+            new.setdefault(step, []).append(value)
+    old: dict[int, list[float]] = {}
+    for c in before:
+        for step, value in c.values.items():
+            if step in new:
+                old.setdefault(step, []).append(value)
+    moves: dict[int, tuple[bool, float]] = {}
+    for step, olds in old.items():
+        news = new[step]
+        old_ref, new_ref = median_sorted(sorted(olds)), median_sorted(sorted(news))
+        ratio = min(olds) > 0.0 and min(news) > 0.0
+        moves[step] = (True, new_ref / old_ref) if ratio else (False, new_ref - old_ref)
+    out = []
+    for c in before:
+        values = {}
+        for step, value in c.values.items():
+            move = moves.get(step)
+            if move is not None:
+                values[step] = value * move[1] if move[0] else value + move[1]
+        if values:
+            out.append(Candidate(c.run_id, c.logical_date, True, c.outcome, values))
+    return out + list(since)
 
 
 @dataclass

@@ -39,6 +39,13 @@ BLOWUP_RATIO = 5.0
 #: constraint's band on the regression side.
 PRIOR_SHARE = 0.25
 
+#: After a new level began (an accept, a rebaseline, an adopted level shift), while its nights are
+#: fewer than ``history_limit``, the nights before it, moved to the new level, fill the history up
+#: (:func:`~airflow_metric_gate.decision.history.bridged_history`).  The new level is then known from
+#: its ``n`` nights only: its error adds this many night variances over ``n`` to the bound's (1 for a
+#: mean; a little more for the median of 3 or 4 nights, and for heavy tails).
+BRIDGE_REF_VARIANCE = 1.5
+
 #: Failing nights of one level shift after which it is adopted as the new baseline.
 SHIFT_ADOPT = 5
 

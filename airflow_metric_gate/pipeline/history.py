@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from airflow_metric_gate.decision.history import Candidate, choose_history, night_trusted
+from airflow_metric_gate.decision.history import Candidate, choose_bridge, choose_history, needs_bridge, night_trusted
 from airflow_metric_gate.decision.parameters import SHIFT_ADOPT
 from airflow_metric_gate.judging import CalibratedJudgement, judge_calibrated, merge_judgements
 from airflow_metric_gate.store import MetricStore, RunRow
@@ -77,23 +77,27 @@ def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, 
         (see :func:`~airflow_metric_gate.judging.judge_calibrated`); ``None`` keeps all.
     """
     choices = {key: choose_history(_candidates_of(candidates, key), history_limit) for key in gates}
-    # the nights read: those of every declaration's history (a declaration's recent nights are read
-    # only when they are among them)
-    needed = sorted({c.run_id for choice in choices.values() for c in choice.history})
+    if any(needs_bridge(choice, history_limit) for choice in choices.values()):  # after a marker, say
+        before = store.bridge_candidates(run.run_id, candidate_limit(history_limit))
+        for key, choice in choices.items():
+            choose_bridge(choice, choose_history(_candidates_of(before, key), history_limit).history, history_limit)
+    # the nights read: those of every declaration's history and bridge (a declaration's recent nights
+    # are read only when they are among them)
+    needed = sorted({c.run_id for choice in choices.values() for c in (*choice.history, *choice.bridge)})
     part = None
     for key, gate in gates.items():
         choice = choices[key]
         current, found = store.declaration_night(run.run_id, key, needed)
         for c in choice.history:
             c.values = found.get(c.run_id, {})
-        for c in choice.recent:
+        for c in (*choice.recent, *choice.bridge):
             c.values = found.get(c.run_id, {})
         one = judge_calibrated({key: [(v.step, v.at_step, v.value, v.ordinal) for v in current]}, {key: gate},
                                [e for e in run_errors if e[0] == key], {key: choice}, run_id=run.run_id,
                                logical_date=run.logical_date.isoformat(), min_history=min_history,
                                all_results=all_results, keep=keep)
         del current, found
-        for c in [*choice.history, *choice.recent]:  # judged: its values are not needed again
+        for c in [*choice.history, *choice.recent, *choice.bridge]:  # judged: its values are not needed again
             c.values = {}
         decision = one.decisions[key]
         if decision.outcome == "inactive" and not choice.history:

@@ -9,7 +9,7 @@ from datetime import datetime
 from airflow_metric_gate.store.core import StoreCore
 from airflow_metric_gate.store.points import AT_STEP_SQL
 from airflow_metric_gate.store.rows import HistoryWindow, RunRow, WindowRun
-from airflow_metric_gate.store.sql import CANDIDATE_RUNS_SQL, HISTORY_WINDOW_SQL, RUN_COLUMNS, equal_to
+from airflow_metric_gate.store.sql import BRIDGE_RUNS_SQL, CANDIDATE_RUNS_SQL, HISTORY_WINDOW_SQL, RUN_COLUMNS, equal_to
 
 
 class StoreRunReads(StoreCore):
@@ -76,8 +76,11 @@ class StoreRunReads(StoreCore):
         :param limit: at most this many nights, the most recent.
         :return: ``(run_id, logical_date, status, latest mark's status or None, outcomes)`` per night.
         """
+        return self._candidate_rows(CANDIDATE_RUNS_SQL, run_id, limit)
+
+    def _candidate_rows(self, sql: str, run_id: str, limit: int) -> list[tuple[str, datetime, str, str | None, dict]]:
         with self._transaction() as cur:
-            self._execute(cur, CANDIDATE_RUNS_SQL, (run_id, run_id, limit))
+            self._execute(cur, sql, (run_id, run_id, limit))
             rows = cur.fetchall()
         out = []
         for rid, date, status, provenance, outcomes in reversed(rows):
@@ -85,6 +88,17 @@ class StoreRunReads(StoreCore):
             out.append((rid, self._from_ts(date), status, marks[-1].get("status") if marks else None,
                         json.loads(outcomes or "{}")))
         return out
+
+    def bridge_candidates(self, run_id: str, limit: int) -> list[tuple[str, datetime, str, str | None, dict]]:
+        """Return the judged baseline nights of a run before its latest rebaseline marker, oldest first.
+
+        Not before the marker before that one; none when the run has no marker (see :data:`BRIDGE_RUNS_SQL`).
+
+        :param run_id: the store run id.
+        :param limit: at most this many nights, the most recent.
+        :return: as :meth:`judged_candidates`.
+        """
+        return self._candidate_rows(BRIDGE_RUNS_SQL, run_id, limit)
 
     def history_window(self, run_id: str, history_limit: int) -> HistoryWindow:
         """Return the history window of a run, in one statement (see :data:`HISTORY_WINDOW_SQL`).

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["BASELINE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS", "baseline_params",
-           "baseline_sql", "equal_to", "in_ranges", "run_values_sql"]
+__all__ = ["BASELINE_RUNS_SQL", "BRIDGE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS",
+           "baseline_params", "baseline_sql", "equal_to", "in_ranges", "run_values_sql"]
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
 #: before its logical date (``fence``), shared by the statements that read its earlier runs.
@@ -46,6 +46,26 @@ CROSS JOIN fence
 WHERE r.role = 'baseline' AND r.status <> 'pending'
   AND r.logical_date < cur.logical_date AND r.run_id <> %s
   AND (fence.since IS NULL OR r.logical_date >= fence.since)
+ORDER BY r.logical_date DESC, r.run_id DESC
+LIMIT %s
+"""
+
+#: The judged baseline nights of a run before its latest rebaseline marker and not before the marker
+#: before that one, the most recent first: the calibrated policy carries their spread over to the new
+#: level while the nights since the marker are too few to calibrate on (a bridge).  None without a marker.
+BRIDGE_RUNS_SQL = _CUR_AND_FENCE + """,
+before AS (
+    SELECT MAX(r.logical_date) AS since
+    FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+    CROSS JOIN fence
+    WHERE r.rebaseline = TRUE AND r.logical_date < fence.since
+)
+SELECT r.run_id, r.logical_date, r.status, r.provenance, r.outcomes
+FROM runs r JOIN cur ON r.series = cur.series AND r.backend = cur.backend AND r.suite = cur.suite
+CROSS JOIN fence CROSS JOIN before
+WHERE r.role = 'baseline' AND r.status <> 'pending'
+  AND r.logical_date < fence.since AND r.run_id <> %s
+  AND (before.since IS NULL OR r.logical_date >= before.since)
 ORDER BY r.logical_date DESC, r.run_id DESC
 LIMIT %s
 """

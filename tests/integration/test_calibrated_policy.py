@@ -152,6 +152,53 @@ def test_a_new_level_right_after_an_accept_pages_once_and_is_adopted_not_locked_
     assert len(report["nights"]) == 18
 
 
+def _noisy_grad_record(path, rng, level):
+    """A grad norm whose steps vary by a factor of about 2.2 from night to night (a policy gradient's)."""
+    shared = rng.gauss(0.0, 0.25)
+    grad = [[s, level * math.exp(shared + rng.gauss(0.0, 0.75))] for s in range(STEPS)]
+    path.write_text(json.dumps({"metric": "train/grad_norm", "series": grad}) + "\n")
+    return str(path)
+
+
+def test_nights_right_after_an_accept_are_judged_with_the_spread_before_it(capsys, tmp_path, store_url):
+    """After an accept the new level has one night; the nights before the accept, moved to it, calibrate the
+    night test, where the constraint's band around that one night paged again on most of the next nights, and
+    five to seven nights of the new level alone left a regression of three times inside a band of 11."""
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("policy: calibrated\ngates:\n  - metric_key: train/grad_norm\n    enforce: true\n"
+                     "    constraint: {rel_up: 1.0, abs_floor_up: 0.0, rel_down: 0.8, abs_floor_down: 0.0}\n")
+    rng = random.Random(12)
+
+    def night(day, level):
+        record = _noisy_grad_record(tmp_path / f"grad{day}.jsonl", rng, level)
+        code, out, err = _run(capsys, "run", record, "--gates", gates, "--series", "rl", "--store", store_url,
+                              "--run-id", f"night-{day:03d}", "--logical-date", _date(day), "--json")
+        assert code in (0, 1), err
+        return code, json.loads(out)
+
+    first = [night(day, 1.0)[1]["declarations"][0]["outcome"] for day in range(12)]
+    assert first[-3:] == ["pass"] * 3  # calibrated (its cold start is the prior's, as before)
+    trusted_before = sum(o in ("pass", "inactive") for o in first)
+    code, verdict = night(12, 4.0)  # a new optimizer: the grad norm is four times higher from now on
+    assert code == 1 and verdict["level_shifts"][0]["since_run_id"] == "night-012"
+    code, out, err = _run(capsys, "accept", "--series", "rl", "--since", "night-012", "--reason", "new optimizer",
+                          "--store", store_url)
+    assert code == 0, err
+    codes, bridges = [], []
+    for day in range(13, 19):
+        code, verdict = night(day, 4.0)
+        codes.append(code)
+        bridges.append(verdict["declarations"][0].get("bridge"))
+    assert codes == [0] * 6, codes
+    # the trusted nights before the accept fill the new level's history up (to the 20-night history limit)
+    assert [(b["nights_since"], b["nights_before"]) for b in bridges] == [(k, trusted_before) for k in range(1, 7)]
+    code, verdict = night(19, 4.0 * 12)  # a real regression after the accept
+    assert code == 1 and verdict["declarations"][0]["outcome"] == "fail"
+    report = replay(store_url, "rl", declarations=str(gates))
+    assert report["summary"]["newly_failing"] == report["summary"]["no_longer_failing"] == []
+    assert [n["replayed_status"] for n in report["nights"]][12:] == ["trusted"] * 7 + ["untrusted"]
+
+
 def test_replay_reproduces_evaluate_under_both_policies(capsys, tmp_path, store_url):
     gates = tmp_path / "gates.yaml"
     gates.write_text("gates:\n  - metric_key: rollout/raw_reward\n  - metric_key: train/grad_norm\n")
