@@ -219,13 +219,18 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
     r_tonight = [(scaled(i, tonight[i][2]) - trefs[i]) / scales[i] for i in judged]
     level_tonight = _level([tonight[i][2] for i in judged], [refs[i] for i in judged])
     statistic = trimmed_mean(r_tonight)
-    del matrix
     past: list[float] = []
     levels: list[float] = []
-    for rs, rel in zip(per_night_r, per_night_rel):
-        if rs:
-            past.append(trimmed_mean(rs))
-            levels.append(trimmed_mean(rel))
+    complete = None
+    if matrix is not None:
+        past, levels = matrix.night_means(per_night_r, per_night_rel)
+        complete = matrix.complete()
+    else:
+        for rs, rel in zip(per_night_r, per_night_rel):
+            if rs:
+                past.append(trimmed_mean(rs))
+                levels.append(trimmed_mean(rel))
+    del matrix
     center, sd = mean_and_sd(past)
     sd = max(sd, 1e-9 * max(1.0, abs(center)))
     m = len(past)
@@ -327,7 +332,7 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
                   "since_date": since_date, "nights": nights, "cause": f"{key[0]}: level {_pct(level_tonight)}"}
         return Decision(outcome, step_results + [night], stored, report)
 
-    shape = (_shape(direction, r_tonight, per_night_r, per_night_pos)
+    shape = (_shape(direction, r_tonight, per_night_r, per_night_pos, complete)
              if len(judged) >= MANY_STEPS and settled else None)
     if shape is not None:
         side, cut = shape["side"], shape["cut"]

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from operator import itemgetter
 
 import numpy as np
 
 from airflow_metric_gate.decision.history import Candidate
 from airflow_metric_gate.decision.parameters import _TINY, BLOWUP_RATIO, MAD_TO_SD
-from airflow_metric_gate.decision.stats import median_sorted
+from airflow_metric_gate.decision.stats import median_sorted, trimmed_mean, trimmed_means
 
 
 class _LeaveOneOut:
@@ -105,7 +106,7 @@ class _Matrix:
     path (:meth:`of` returns ``None``).
     """
 
-    __slots__ = ("values", "present", "order", "ordered", "counts")
+    __slots__ = ("values", "present", "order", "ordered", "counts", "dense")
 
     def __init__(self, values: np.ndarray) -> None:
         self.values = values
@@ -113,6 +114,9 @@ class _Matrix:
         self.order = np.argsort(values, axis=0, kind="stable")  # NaN (missing) last
         self.ordered = np.take_along_axis(values, self.order, axis=0)
         self.counts = self.present.sum(axis=0)
+        #: the judged steps' deviations and relative values of every night (:meth:`deviations`), and
+        #: which nights have all of them
+        self.dense: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     @classmethod
     def of(cls, steps: Sequence[int], history: Sequence[Candidate]) -> _Matrix | None:
@@ -125,6 +129,7 @@ class _Matrix:
             return None
         values = np.full((len(history), len(steps)), np.nan)
         nan = math.nan
+        every = itemgetter(*steps) if len(steps) > 1 else None
         for j, c in enumerate(history):
             got = c.values
             if not got:
@@ -132,7 +137,11 @@ class _Matrix:
             seen = np.fromiter(got.values(), dtype=float, count=len(got))
             if not np.isfinite(seen).all() or bool((np.signbit(seen) & (seen == 0.0)).any()):
                 return None
-            values[j] = [got.get(step, nan) for step in steps]
+            try:  # a night with every one of tonight's steps, looked up in one call
+                row = every(got) if every is not None else (got[steps[0]],)
+            except KeyError:
+                row = tuple(got.get(step, nan) for step in steps)
+            values[j] = row
         return cls(values)
 
     def columns(self) -> list[list[float]]:
@@ -185,15 +194,56 @@ class _Matrix:
         per_night_r: list[list[float]] = []
         per_night_pos: list[list[int]] = []
         per_night_rel: list[list[float]] = []
-        for j in range(len(present)):
+        full = present.all(axis=1)
+        everywhere = list(range(len(cols)))
+        for j, (whole, row_r, row_rel) in enumerate(zip(full.tolist(), r.tolist(), rel.tolist())):
+            if whole:
+                per_night_r.append(row_r)
+                per_night_pos.append(everywhere)
+                per_night_rel.append(row_rel)
+                continue
             mask = present[j]
             per_night_r.append(r[j][mask].tolist())
             per_night_pos.append(np.flatnonzero(mask).tolist())
             per_night_rel.append(rel[j][mask].tolist())
+        self.dense = (r, rel, full)
         first = ordered[0].tolist()
         log_floor = 2.0 * math.log(BLOWUP_RATIO)
         return (dict(zip(judged, trefs.tolist())), dict(zip(judged, scales)),
                 {i: t - log_floor for i, t in zip(judged, first)}, per_night_r, per_night_pos, per_night_rel)
+
+
+    def night_means(self, per_night_r: Sequence[list[float]],
+                    per_night_rel: Sequence[list[float]]) -> tuple[list[float], list[float]]:
+        """Each trusted night's trimmed mean deviation and level, for the nights with a judged step, in order.
+
+        As :func:`~airflow_metric_gate.decision.stats.trimmed_mean` of each of :meth:`deviations`'
+        lists, the nights that have every judged step sorted together.
+
+        :param per_night_r: each night's deviations, from :meth:`deviations`.
+        :param per_night_rel: each night's values relative to the steps' medians, from :meth:`deviations`.
+        """
+        assert self.dense is not None
+        r, rel, full = self.dense
+        whole = full.tolist()
+        r_means = iter(trimmed_means(r[full]) if full.any() else [])
+        rel_means = iter(trimmed_means(rel[full]) if full.any() else [])
+        past: list[float] = []
+        levels: list[float] = []
+        for every, rs, rels in zip(whole, per_night_r, per_night_rel):
+            if every:
+                past.append(next(r_means))
+                levels.append(next(rel_means))
+            elif rs:
+                past.append(trimmed_mean(rs))
+                levels.append(trimmed_mean(rels))
+        return past, levels
+
+    def complete(self) -> np.ndarray | None:
+        """Every night's judged steps' deviations when every night has all of them, else ``None``."""
+        assert self.dense is not None
+        r, _, full = self.dense
+        return r if bool(full.all()) else None
 
 
 def _median_of_columns(ordered: np.ndarray, counts: np.ndarray) -> np.ndarray:

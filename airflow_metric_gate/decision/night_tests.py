@@ -9,6 +9,8 @@ from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from airflow_metric_gate.decision.history import Candidate, Decision
 from airflow_metric_gate.decision.parameters import (
     _TINY,
@@ -26,7 +28,7 @@ from airflow_metric_gate.decision.parameters import (
     SUSTAINED_FALSE_ALARM,
     SUSTAINED_NIGHTS,
 )
-from airflow_metric_gate.decision.stats import mean_and_sd, t_quantile, trimmed_mean
+from airflow_metric_gate.decision.stats import mean_and_sd, t_quantile, trimmed_mean, trimmed_means
 from airflow_metric_gate.enums import FAIL, INACTIVE, PASS
 from airflow_metric_gate.evaluation import Result, band_limits, constraint_params
 
@@ -256,7 +258,7 @@ def _better_side(direction: str, z: float, q: float) -> str | None:
 
 
 def _shape(direction: str, r_tonight: Sequence[float], per_night_r: Sequence[Sequence[float]],
-           per_night_pos: Sequence[Sequence[int]]) -> dict | None:
+           per_night_pos: Sequence[Sequence[int]], complete: np.ndarray | None = None) -> dict | None:
     """The within-night test: the later steps of the night against its earlier steps.
 
     For each split point of :data:`SHAPE_SPLITS`, the contrast ``C`` is the trimmed mean of the
@@ -269,6 +271,8 @@ def _shape(direction: str, r_tonight: Sequence[float], per_night_r: Sequence[Seq
     :param r_tonight: tonight's deviations of the judged steps, in step order.
     :param per_night_r: each trusted night's deviations (against the others).
     :param per_night_pos: the positions (in ``r_tonight``) of those deviations, increasing.
+    :param complete: the same deviations as one array when every night has every judged step (the
+        contrasts are then worked out for all nights at once, the same floats), else ``None``.
     """
     count = len(r_tonight)
     cuts = sorted({round(f * count) for f in SHAPE_SPLITS} & set(range(SHAPE_PART_MIN, count - SHAPE_PART_MIN + 1)))
@@ -280,10 +284,13 @@ def _shape(direction: str, r_tonight: Sequence[float], per_night_r: Sequence[Seq
     for cut in cuts:
         contrast = trimmed_mean(r_tonight[cut:]) - trimmed_mean(r_tonight[:cut])
         past = []
-        for rs, ps in zip(per_night_r, per_night_pos):
-            k = bisect_left(ps, cut)
-            if k >= 3 and len(rs) - k >= 3:
-                past.append(trimmed_mean(rs[k:]) - trimmed_mean(rs[:k]))
+        if complete is not None:  # every night has every step: k == cut, and both parts are long enough
+            past = [a - b for a, b in zip(trimmed_means(complete[:, cut:]), trimmed_means(complete[:, :cut]))]
+        else:
+            for rs, ps in zip(per_night_r, per_night_pos):
+                k = bisect_left(ps, cut)
+                if k >= 3 and len(rs) - k >= 3:
+                    past.append(trimmed_mean(rs[k:]) - trimmed_mean(rs[:k]))
         if len(past) < CALIBRATION_MIN:
             continue
         mean, sd = mean_and_sd(past)

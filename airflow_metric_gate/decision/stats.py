@@ -1,4 +1,4 @@
-"""Small statistics the calibrated policy needs, in plain Python (no numerical library in the core).
+"""Small statistics the calibrated policy needs, in plain Python (numpy only to sort many rows at once).
 
 Student's t quantiles come from the regularized incomplete beta function (a continued fraction,
 evaluated by the modified Lentz method) and a bisection on the distribution function; both are
@@ -11,7 +11,9 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
-__all__ = ["mean_and_sd", "median_sorted", "ols_slope", "t_cdf", "t_quantile", "trimmed_mean"]
+import numpy as np
+
+__all__ = ["mean_and_sd", "median_sorted", "ols_slope", "t_cdf", "t_quantile", "trimmed_mean", "trimmed_means"]
 
 #: Share of the values cut from each end by :func:`trimmed_mean`.
 TRIM = 0.2
@@ -114,6 +116,24 @@ def trimmed_mean(values: Sequence[float], trim: float = TRIM) -> float:
     cut = int(n * trim)
     kept = ordered[cut:n - cut] if n - 2 * cut > 0 else ordered
     return math.fsum(kept) / len(kept)
+
+
+def trimmed_means(rows: np.ndarray, trim: float = TRIM) -> list[float]:
+    """Return :func:`trimmed_mean` of each row of a 2-D array of finite values, the same floats.
+
+    The rows are sorted in one numpy call; each row's kept values are then summed exactly
+    (:func:`math.fsum`), so the order equal values take in the sort does not matter.
+
+    :param rows: one row per set of values (at least one column).
+    :param trim: the share cut from each end, 0 <= trim < 0.5.
+    """
+    n = rows.shape[1]
+    cut = int(n * trim)
+    kept = np.sort(rows, axis=1)
+    if n - 2 * cut > 0:
+        kept = kept[:, cut:n - cut]
+    width = kept.shape[1]
+    return [math.fsum(row) / width for row in kept.tolist()]
 
 
 def mean_and_sd(values: Sequence[float]) -> tuple[float, float]:
