@@ -48,8 +48,10 @@ class StoreRetention(StoreCore):
         most recent nights of its series identity, and its logical date is before ``before``.
         Unless ``force``, the nights a current baseline may use are kept: per series identity the
         ``protect`` most recent judged baseline nights (what the next night's baseline is chosen
-        from, under either policy), the night that carries the latest rebaseline marker, and every
-        ``pending`` night.
+        from, under either policy), the night that carries the latest rebaseline marker, every
+        ``pending`` night, and while fewer than ``protect`` judged baseline nights are at or after
+        that marker, the ``protect`` judged baseline nights before it (what the calibrated policy
+        bridges a short new level with).
 
         :param keep: keep the most recent ``keep`` nights of each series identity (any role).
         :param before: remove only nights whose logical date is before this.
@@ -84,13 +86,20 @@ class StoreRetention(StoreCore):
             cutoff = None if before is None else utc(before)
             for identity, nights in by_identity.items():
                 judged = 0
-                fenced = False
+                fenced = bridging = False
+                before = 0  # judged baseline nights older than the latest marker
                 for position, (run_id, _, _, _, role, status, date, rebaseline) in enumerate(nights):
-                    used = status == "pending" or (bool(rebaseline) and not fenced)
-                    fenced = fenced or bool(rebaseline)
+                    marker = bool(rebaseline) and not fenced
+                    used = status == "pending" or marker
                     if role == "baseline" and status != "pending":
+                        if bridging:  # a new level still short of its own history: its bridge (calibrated)
+                            used = used or before < protect
+                            before += 1
                         used = used or judged < protect
                         judged += 1
+                    if marker:
+                        fenced = True
+                        bridging = judged < protect
                     if keep is not None and position < keep:
                         continue
                     if cutoff is not None and self._from_ts(date) >= cutoff:

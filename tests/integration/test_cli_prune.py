@@ -73,6 +73,19 @@ def test_before_a_date_and_pending_and_rebaseline_nights(capsys, store_url):
     assert result["kept_for_baselines"] == 2  # the pending night and the rebaseline marker
 
 
+def test_the_nights_before_a_recent_marker_are_kept_while_they_bridge_the_new_level(capsys, store_url):
+    """A marker five nights ago: the calibrated policy bridges the new level with the nights before it."""
+    _fill(store_url)
+    with open_store(store_url) as store:
+        store.mark_rebaseline("s-25")
+    protect = candidate_limit(2)
+    code, result = _prune(capsys, store_url, "--keep", "3", "--history-limit", "2")
+    assert code == EXIT_OK and protect == 16
+    # the 16 most recent judged nights (s-14..s-29), and the 16 before the marker (s-09..s-24)
+    assert _left(store_url) == [f"s-{n:02d}" for n in range(9, NIGHTS)]
+    assert result["kept_for_baselines"] == 21 - 3 and result["nights"] == 9
+
+
 def test_prune_without_a_criterion_is_bad_input(capsys, store_url):
     assert main(["prune", "--store", store_url]) == EXIT_BAD_INPUT
     assert "--keep N or --before DATE" in capsys.readouterr().err
