@@ -87,14 +87,14 @@ class StoreRetention(StoreCore):
             for identity, nights in by_identity.items():
                 judged = 0
                 fenced = bridging = False
-                before = 0  # judged baseline nights older than the latest marker
+                older = 0  # judged baseline nights older than the latest marker
                 for position, (run_id, _, _, _, role, status, date, rebaseline) in enumerate(nights):
                     marker = bool(rebaseline) and not fenced
                     used = status == "pending" or marker
                     if role == "baseline" and status != "pending":
                         if bridging:  # a new level still short of its own history: its bridge (calibrated)
-                            used = used or before < protect
-                            before += 1
+                            used = used or older < protect
+                            older += 1
                         used = used or judged < protect
                         judged += 1
                     if marker:

@@ -103,7 +103,7 @@ WHERE c.run_key = %s{where}
 _BASELINE_RUN_BRANCH = "SELECT coordinate, value FROM metric_points WHERE run_key = %s"
 
 
-def run_values_sql(runs: int, *, ranges: int = 0, by_run: bool = False) -> str:
+def run_values_sql(runs: int, *, ranges: int = 0, by_run: bool = False, values_only: bool = False) -> str:
     """Return the statement reading, for each coordinate of a run, its value in each of ``runs`` other runs.
 
     Parameters: the other runs' ``run_key``, then the run's.  Rows: ``(coordinate, position of the
@@ -114,12 +114,17 @@ def run_values_sql(runs: int, *, ranges: int = 0, by_run: bool = False) -> str:
         gives them); 0 reads every coordinate of the run.
     :param by_run: one row per other run instead, ``(position, coordinates, values)`` with two arrays
         in the same order (PostgreSQL ``array_agg``: one row per night to fetch, not one per value).
+    :param values_only: with ``by_run``, ``(position, count, values)``: the values in coordinate order
+        and how many there are, without the coordinates (a night that has every one of the run's
+        coordinates pairs its values with them in order).
     """
     branches = "\n    UNION ALL ".join(
         f"SELECT {i} AS k, coordinate, value FROM metric_points WHERE run_key = %s" + in_ranges("coordinate", ranges)
         for i in range(runs))
     sql = _BASELINE_SQL.format(select="h.k, h.value", runs=branches, where=in_ranges("c.coordinate", ranges),
                                group="")
+    if by_run and values_only:
+        return f"SELECT q.k, COUNT(*), array_agg(q.value ORDER BY q.coordinate) FROM ({sql}) q GROUP BY q.k"
     if by_run:  # both arrays in coordinate order (a run has one value per coordinate), so they pair up
         return (f"SELECT q.k, array_agg(q.coordinate ORDER BY q.coordinate), array_agg(q.value ORDER BY q.coordinate) "
                 f"FROM ({sql}) q GROUP BY q.k")

@@ -217,18 +217,48 @@ class StoreValueReads(StoreCore):
                 if others:
                     step_of = {int(coordinate): int(step) for coordinate, step, _, _ in fetched}
                     self._plan_bulk_join(cur)
-                    self._execute(cur, run_values_sql(len(others), ranges=len(bounds), by_run=self._value_arrays),
-                                  baseline_params([k for _, k in others], run_key, bounds))
-                    if self._value_arrays:  # a row per other run: its coordinates and values as two arrays
-                        for k, coordinates, values in cur.fetchall():
-                            by_position[k].update(zip(map(step_of.__getitem__, coordinates), values))
+                    if self._value_arrays:
+                        self._night_arrays(cur, others, run_key, bounds, step_of, by_position)
                     else:
+                        self._execute(cur, run_values_sql(len(others), ranges=len(bounds)),
+                                      baseline_params([k for _, k in others], run_key, bounds))
                         for coordinate, k, value in cur.fetchall():
                             by_position[k][step_of[coordinate]] = value
                     self._plan_bulk_join(cur, on=False)
                 del fetched
         current.sort(key=lambda v: v.ordinal)
         return current, {names[i]: values for (i, _), values in zip(others, by_position) if values}
+
+
+    def _night_arrays(self, cur: Any, others: list[tuple[int, int]], run_key: int, bounds: list[tuple[int, int]],
+                      step_of: dict[int, int], by_position: list[dict[int, float]]) -> None:
+        """Read the other runs' values of some coordinate ranges as one array per run (PostgreSQL).
+
+        A run with every one of the run's coordinates in the ranges (the usual night) sends its
+        values alone, in coordinate order, and they pair with those coordinates' steps in order; a
+        run that lacks some is read again with its coordinates.
+
+        :param others: ``(position, run_key)`` of the other runs.
+        :param run_key: the run's key.
+        :param bounds: the coordinate ranges.
+        :param step_of: the run's coordinates in the ranges -> their steps.
+        :param by_position: each other run's values by step, by position; filled in.
+        """
+        steps = [step_of[c] for c in sorted(step_of)]
+        self._execute(cur, run_values_sql(len(others), ranges=len(bounds), by_run=True, values_only=True),
+                      baseline_params([k for _, k in others], run_key, bounds))
+        partial = []
+        for k, count, values in cur.fetchall():
+            if count == len(steps):  # the same coordinates (one value per coordinate and run): in order
+                by_position[k].update(zip(steps, values))
+            else:
+                partial.append(k)
+        if not partial:
+            return
+        self._execute(cur, run_values_sql(len(partial), ranges=len(bounds), by_run=True),
+                      baseline_params([others[k][1] for k in partial], run_key, bounds))
+        for i, coordinates, values in cur.fetchall():
+            by_position[partial[i]].update(zip(map(step_of.__getitem__, coordinates), values))
 
 
 #: At most this many coordinate ranges in one chunk's statements (see :func:`_chunk_ranges`).

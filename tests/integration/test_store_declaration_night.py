@@ -1,0 +1,53 @@
+"""``declaration_night``: one declaration's values tonight and in other nights, by step, on both stores.
+
+PostgreSQL sends a night that has every one of tonight's coordinates as its values alone (paired with
+tonight's steps in coordinate order) and reads a night that lacks some again with its coordinates: both
+kinds of night, and nights with steps tonight lacks, must come back value for value.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from airflow_metric_gate.store import RunRow, ValueRow
+
+KEY = ("train/loss", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
+OTHER = ("eval/accuracy", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+def _night(store, n, steps, *, other_steps=()):
+    run = RunRow(run_id=f"n{n}", series="s", backend="cuda", suite="default", role="baseline", status="trusted",
+                 logical_date=T0 + timedelta(days=n))
+    rows = [ValueRow(i, *KEY, step, 100.0 * n + step + 0.25, step) for i, step in enumerate(steps)]
+    rows += [ValueRow(len(rows) + i, *OTHER, step, -1.0, step) for i, step in enumerate(other_steps)]
+    store.write_run(run, rows)
+    return {step: 100.0 * n + step + 0.25 for step in steps}
+
+
+def test_each_night_comes_back_by_step_whatever_steps_it_has(store):
+    full = _night(store, 0, range(40), other_steps=range(5))
+    gappy = _night(store, 1, [s for s in range(40) if s % 7], other_steps=range(5))
+    more = _night(store, 2, range(60))  # steps tonight lacks
+    reordered = _night(store, 3, list(range(39, -1, -1)))  # the same steps logged in the other order
+    _night(store, 4, [])  # nothing of this declaration
+    _night(store, 5, range(40), other_steps=range(5))  # tonight
+    current, found = store.declaration_night("n5", KEY, ["n0", "n1", "n2", "n3", "n4", "missing"])
+    assert [(v.step, v.value) for v in current] == [(s, 500.0 + s + 0.25) for s in range(40)]
+    assert found["n0"] == full and found["n1"] == gappy and found["n3"] == reordered
+    assert found["n2"] == {s: v for s, v in more.items() if s < 40}
+    assert set(found) == {"n0", "n1", "n2", "n3"}
+
+
+def test_a_declaration_in_several_ranges_and_chunks_comes_back_whole(store, monkeypatch):
+    """Steps added on a later night get coordinates after another declaration's: two ranges, one chunk each."""
+    from airflow_metric_gate.store import value_reads
+
+    monkeypatch.setattr(value_reads, "_RANGES_PER_CHUNK", 1)
+    first = _night(store, 0, range(20), other_steps=range(5))  # lacks the second range entirely
+    gappy = _night(store, 1, [s for s in range(30) if s not in (3, 25)])  # gaps in both ranges
+    whole = _night(store, 2, range(30))
+    _night(store, 3, range(30))
+    current, found = store.declaration_night("n3", KEY, ["n0", "n1", "n2"])
+    assert [v.step for v in current] == list(range(30))
+    assert found == {"n0": first, "n1": gappy, "n2": whole}
