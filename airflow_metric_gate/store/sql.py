@@ -8,8 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 __all__ = ["BASELINE_RUNS_SQL", "BRIDGE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS",
-           "baseline_params", "baseline_sql", "equal_to", "in_ranges", "run_values_sql"]
+           "baseline_params", "baseline_sql", "float8_array", "equal_to", "in_ranges", "run_values_sql"]
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
 #: before its logical date (``fence``), shared by the statements that read its earlier runs.
@@ -116,15 +118,17 @@ def run_values_sql(runs: int, *, ranges: int = 0, by_run: bool = False, values_o
         in the same order (PostgreSQL ``array_agg``: one row per night to fetch, not one per value).
     :param values_only: with ``by_run``, ``(position, count, values)``: the values in coordinate order
         and how many there are, without the coordinates (a night that has every one of the run's
-        coordinates pairs its values with them in order).
+        coordinates pairs its values with them in order); the values as PostgreSQL's binary array
+        (``array_send``), which :func:`float8_array` reads.
     """
     branches = "\n    UNION ALL ".join(
         f"SELECT {i} AS k, coordinate, value FROM metric_points WHERE run_key = %s" + in_ranges("coordinate", ranges)
         for i in range(runs))
     sql = _BASELINE_SQL.format(select="h.k, h.value", runs=branches, where=in_ranges("c.coordinate", ranges),
                                group="")
-    if by_run and values_only:
-        return f"SELECT q.k, COUNT(*), array_agg(q.value ORDER BY q.coordinate) FROM ({sql}) q GROUP BY q.k"
+    if by_run and values_only:  # the array in PostgreSQL's binary form: no float written out as text, or parsed
+        return (f"SELECT q.k, COUNT(*), array_send(array_agg(q.value ORDER BY q.coordinate)) FROM ({sql}) q "
+                "GROUP BY q.k")
     if by_run:  # both arrays in coordinate order (a run has one value per coordinate), so they pair up
         return (f"SELECT q.k, array_agg(q.coordinate ORDER BY q.coordinate), array_agg(q.value ORDER BY q.coordinate) "
                 f"FROM ({sql}) q GROUP BY q.k")
@@ -151,6 +155,32 @@ def baseline_sql(baseline_runs: int, *, arrays: bool = False, ranges: int = 0) -
         return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, where=where,
                                     group="GROUP BY c.coordinate\n")
     return _BASELINE_SQL.format(select="h.value", runs=runs, where=where, group="")
+
+
+_FLOAT8_ELEMENTS = np.dtype([("length", ">i4"), ("value", ">f8")])
+_FLOAT8_OID = 701
+
+
+def float8_array(blob: bytes | memoryview) -> list[float]:
+    """Read a one-dimensional ``float8[]`` without NULLs in PostgreSQL's binary form (``array_send``).
+
+    The header (dimensions, a NULL flag, the element type, then size and lower bound per
+    dimension) is followed by each element's length (8) and its big-endian IEEE 754 value: the
+    very floats the server holds.
+
+    :param blob: the ``bytea`` the statement returned.
+    :raises ValueError: not a one-dimensional array of non-NULL ``float8``.
+    """
+    data = memoryview(blob)
+    dims, nulls = int.from_bytes(data[0:4], "big"), int.from_bytes(data[4:8], "big")
+    if dims == 0:
+        return []
+    if dims != 1 or nulls or int.from_bytes(data[8:12], "big") != _FLOAT8_OID:
+        raise ValueError("expected a one-dimensional float8 array without NULLs")
+    elements = np.frombuffer(data[20:], dtype=_FLOAT8_ELEMENTS)
+    if len(elements) != int.from_bytes(data[12:16], "big") or bool((elements["length"] != 8).any()):
+        raise ValueError("not an array of float8 values")
+    return elements["value"].astype(float).tolist()
 
 
 def in_ranges(column: str, ranges: int) -> str:

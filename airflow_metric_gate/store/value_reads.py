@@ -10,7 +10,14 @@ from airflow_metric_gate.chunking import chunk_points
 from airflow_metric_gate.store.core import _KEY_BATCH, StoreCore
 from airflow_metric_gate.store.points import Ordinals, read_at_step
 from airflow_metric_gate.store.rows import ValueRow
-from airflow_metric_gate.store.sql import BASELINE_RUNS_SQL, baseline_params, baseline_sql, in_ranges, run_values_sql
+from airflow_metric_gate.store.sql import (
+    BASELINE_RUNS_SQL,
+    baseline_params,
+    baseline_sql,
+    float8_array,
+    in_ranges,
+    run_values_sql,
+)
 
 
 class StoreValueReads(StoreCore):
@@ -250,7 +257,7 @@ class StoreValueReads(StoreCore):
         partial = []
         for k, count, values in cur.fetchall():
             if count == len(steps):  # the same coordinates (one value per coordinate and run): in order
-                by_position[k].update(zip(steps, values))
+                by_position[k].update(zip(steps, float8_array(values)))
             else:
                 partial.append(k)
         if not partial:

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+import psycopg2
+import pytest
+
 from airflow_metric_gate.store import RunRow, ValueRow
+from airflow_metric_gate.store.sql import float8_array
 
 KEY = ("train/loss", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
 OTHER = ("eval/accuracy", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
@@ -51,3 +55,33 @@ def test_a_declaration_in_several_ranges_and_chunks_comes_back_whole(store, monk
     current, found = store.declaration_night("n3", KEY, ["n0", "n1", "n2"])
     assert [v.step for v in current] == list(range(30))
     assert found == {"n0": first, "n1": gappy, "n2": whole}
+
+
+@pytest.mark.postgres
+def test_float8_arrays_in_binary_form_read_back_as_the_very_floats(pg_url):
+    values = [0.0, -0.0, 5e-324, 1.7976931348623157e308, -1.5, 1 / 3, 2.0 ** -1074 * 3, 123456.789]
+    with psycopg2.connect(pg_url) as conn, conn.cursor() as cur:
+        literal = "{" + ",".join(repr(v) for v in values) + "}"  # float8's own input: -0 stays -0
+        cur.execute("SELECT array_send(%s::float8[]), %s::float8[]", (literal, literal))
+        blob, text = cur.fetchone()
+        assert [repr(v) for v in float8_array(blob)] == [repr(v) for v in text] == [repr(v) for v in values]
+        cur.execute("SELECT array_send('{}'::float8[])")
+        assert float8_array(cur.fetchone()[0]) == []
+        for wrong in ("ARRAY[1.0, NULL]::float8[]", "ARRAY[[1.0], [2.0]]::float8[]", "ARRAY[1, 2]::int8[]"):
+            cur.execute(f"SELECT array_send({wrong})")
+            with pytest.raises(ValueError):
+                float8_array(cur.fetchone()[0])
+
+
+@pytest.mark.postgres
+def test_each_night_comes_back_by_step_through_psycopg_3(pg_url):
+    """The binary arrays through a psycopg 3 connection (an Airflow hook may hand one): ``bytes``, not a view."""
+    psycopg = pytest.importorskip("psycopg")
+    from airflow_metric_gate.store.postgres import PostgresStore
+
+    with PostgresStore(lambda: psycopg.connect(pg_url)) as store:
+        full = _night(store, 0, range(40))
+        gappy = _night(store, 1, [s for s in range(40) if s % 7])
+        _night(store, 2, range(40))
+        _, found = store.declaration_night("n2", KEY, ["n0", "n1"])
+        assert found == {"n0": full, "n1": gappy}
