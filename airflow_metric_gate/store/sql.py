@@ -5,10 +5,10 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any
-
-import numpy as np
 
 __all__ = ["BASELINE_RUNS_SQL", "BRIDGE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS",
            "baseline_params", "baseline_sql", "float8_array", "equal_to", "in_ranges", "run_values_sql"]
@@ -144,43 +144,48 @@ def baseline_sql(baseline_runs: int, *, arrays: bool = False, ranges: int = 0) -
     different means at band edges.
 
     :param baseline_runs: how many baseline run ids are bound.
-    :param arrays: one row per coordinate with an array of its values (PostgreSQL ``array_agg``; less
-        to transfer and nothing to group in Python), instead of one row per value.
+    :param arrays: one row per coordinate with an array of its values (PostgreSQL ``array_agg``, in
+        the binary form :func:`float8_array` reads; less to transfer and nothing to group in Python),
+        instead of one row per value.
     :param ranges: read only the coordinates in this many ranges (both ends bound as parameters,
         see :func:`baseline_params`); 0 reads every coordinate of the run.
     """
     runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH + in_ranges("coordinate", ranges)] * baseline_runs)
     where = in_ranges("c.coordinate", ranges)
-    if arrays:
-        return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, where=where,
+    if arrays:  # in PostgreSQL's binary form (see float8_array)
+        return _BASELINE_SQL.format(select="array_send(array_agg(h.value))", runs=runs, where=where,
                                     group="GROUP BY c.coordinate\n")
     return _BASELINE_SQL.format(select="h.value", runs=runs, where=where, group="")
 
 
-_FLOAT8_ELEMENTS = np.dtype([("length", ">i4"), ("value", ">f8")])
 _FLOAT8_OID = 701
+_ARRAY_HEADER = struct.Struct(">iiiii")  # dimensions, a NULL flag, the element type, size, lower bound
+
+
+@lru_cache(maxsize=256)
+def _float8_elements(count: int) -> struct.Struct:
+    return struct.Struct(">" + "4xd" * count)  # each element: its length (8), then the value
 
 
 def float8_array(blob: bytes | memoryview) -> list[float]:
     """Read a one-dimensional ``float8[]`` without NULLs in PostgreSQL's binary form (``array_send``).
 
     The header (dimensions, a NULL flag, the element type, then size and lower bound per
-    dimension) is followed by each element's length (8) and its big-endian IEEE 754 value: the
-    very floats the server holds.
+    dimension) is followed by each element's length and its big-endian IEEE 754 value: the very
+    floats the server holds, with no float written out as text and parsed again.
 
     :param blob: the ``bytea`` the statement returned.
     :raises ValueError: not a one-dimensional array of non-NULL ``float8``.
     """
     data = memoryview(blob)
-    dims, nulls = int.from_bytes(data[0:4], "big"), int.from_bytes(data[4:8], "big")
-    if dims == 0:
-        return []
-    if dims != 1 or nulls or int.from_bytes(data[8:12], "big") != _FLOAT8_OID:
+    if len(data) >= 12 and int.from_bytes(data[0:4], "big") == 0:
+        return []  # an empty array has no dimension
+    if len(data) < _ARRAY_HEADER.size:
         raise ValueError("expected a one-dimensional float8 array without NULLs")
-    elements = np.frombuffer(data[20:], dtype=_FLOAT8_ELEMENTS)
-    if len(elements) != int.from_bytes(data[12:16], "big") or bool((elements["length"] != 8).any()):
-        raise ValueError("not an array of float8 values")
-    return elements["value"].astype(float).tolist()
+    dims, nulls, oid, count, _ = _ARRAY_HEADER.unpack_from(data)
+    if dims != 1 or nulls or oid != _FLOAT8_OID or len(data) != _ARRAY_HEADER.size + 12 * count:
+        raise ValueError("expected a one-dimensional float8 array without NULLs")
+    return list(_float8_elements(count).unpack_from(data, _ARRAY_HEADER.size))
 
 
 def in_ranges(column: str, ranges: int) -> str:

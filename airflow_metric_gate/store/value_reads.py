@@ -53,7 +53,7 @@ class StoreValueReads(StoreCore):
                 self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_key))
                 at = ordinals.ordinal
                 if arrays:
-                    history = {at(coordinate): values for coordinate, values in cur.fetchall()}
+                    history = {at(coordinate): float8_array(values) for coordinate, values in cur.fetchall()}
                 else:
                     history = _group_by_ordinal((at(coordinate), value) for coordinate, value in cur.fetchall())
         return current, history
@@ -102,7 +102,7 @@ class StoreValueReads(StoreCore):
                     self._execute(cur, baseline_sql(len(base), arrays=arrays, ranges=len(bounds)),
                                   baseline_params(base, run_key, bounds))
                     if arrays:
-                        history = {coordinate: values for coordinate, values in cur.fetchall()}
+                        history = {coordinate: float8_array(values) for coordinate, values in cur.fetchall()}
                     else:
                         history = _group_by_ordinal(cur.fetchall())  # grouped by coordinate here
                     self._plan_bulk_join(cur, on=False)
