@@ -282,6 +282,9 @@ def trust_table(verdict: Mapping) -> str:
             level = d.get("level")
             level_text = f"{level * 100:+.1f} %" if isinstance(level, (int, float)) else "-"
             outcome, nights_text = str(d.get("outcome", "-")), str(d.get("nights", "-"))
+            bridge = d.get("bridge")
+            if isinstance(bridge, Mapping):  # a new level's few nights, filled up with the nights before it
+                nights_text += f" (+{bridge.get('nights_before')} from before {str(bridge.get('since', ''))[:10]})"
         else:  # a reference declaration: the run's trust decides, only its starved reason is its own
             trusted, statistic, level_text, outcome, nights_text = "run's trust", "-", "-", "-", "0"
         reason = starved.get(key, "")

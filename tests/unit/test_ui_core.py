@@ -209,6 +209,12 @@ def test_task_page_shows_each_declarations_own_trust_and_why_it_is_starved():
     assert cells[1][1:3] == ["error", "no"] and cells[1][6] == "-"
     assert "eval/f1 " in cells[2][0] and cells[2][2] == "run&#x27;s trust"
     assert "eval/f1_scroe is absent from the record" in cells[2][6] and 'class="mg-starved"' in rows[2]
+    # right after an accept: the new level's nights, and the nights before it that fill its history up
+    verdict["declarations"][0]["bridge"] = {"nights_since": 2, "nights_before": 18, "since": "2026-11-04T00:00:00"}
+    verdict["declarations"][0]["nights"] = 2
+    bridged = task_page(verdict, [DeclarationView(entry=e) for e in summary], summary_from_verdict=own,
+                        series_href=None)
+    assert "<td>2 (+18 from before 2026-11-04)</td>" in bridged
     # a reference verdict that names nothing per declaration has no such table
     plain = {k: v for k, v in verdict.items() if k not in ("declarations", "starved", "policy")}
     assert "mg-declarations" not in task_page(plain, [], summary_from_verdict=True, series_href=None)
