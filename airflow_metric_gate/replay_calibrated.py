@@ -168,8 +168,9 @@ def _judge(night: _Night, done: list[_Night], group: Sequence[_Night], given: di
         choices = {}
         for key in calibrated:
             choices[key] = choose_history(_candidates(earlier, key, trust), history_limit)
-            choose_bridge(choices[key], choose_history(_candidates(before, key, trust), history_limit).history,
-                          history_limit)
+            if len(earlier) < history_limit:  # as evaluate: a level that began at the marker a few nights ago
+                choose_bridge(choices[key], choose_history(_candidates(before, key, trust), history_limit).history,
+                              history_limit)
         rows_by_key = {key: [(s, a, v, i) for i, (s, a, v) in enumerate(values.get(key, ()))] for key in calibrated}
         part = judge_calibrated(rows_by_key, calibrated, [(k, 0, m) for k, m in errors.items() if k in calibrated],
                                 choices, run_id=run.run_id, logical_date=run.logical_date.isoformat(),

@@ -298,8 +298,8 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
     report["side"] = worse
     if better:
         report["improvement"] = {"side": better, "level": level_tonight}
-    against = (f"{m} trusted night(s), {m - n} of them from before {choice.history[0].logical_date} moved to the "
-               f"level of the {n} night(s) since" if bridged else f"{m} trusted night(s)")
+    against = (f"{m} trusted night(s), {len(history) - n} of them from before {choice.history[0].logical_date} "
+               f"moved to the level of the {n} night(s) since" if bridged else f"{m} trusted night(s)")
     night_text = (f"whole night: the trimmed mean of {len(judged)} step(s)' deviations is z = {_fmt(z)} against "
                   f"{against} (band -+{_fmt(q)} at {FALSE_ALARM * 100:g} % false alarms); "
                   f"level {_pct(level_tonight)} against the baseline")

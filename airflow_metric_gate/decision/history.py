@@ -60,10 +60,10 @@ class HistoryChoice:
     :param recent: the untrusted nights since the last trusted one, oldest first.
     :param adopted: the level shift adopted as the new baseline (its first night), if one was.
     :param earlier: how many candidate nights there were at all (for naming a starved baseline).
-    :param bridge: while ``history`` holds fewer than ``history_limit`` nights because a new level
-        began (a rebaseline marker: an accept, a rebaseline; or an adopted level shift), the trusted
-        nights before it, oldest first, as many as fill ``history`` up to ``history_limit``: they
-        calibrate the night test at the new level (:func:`bridged_history`).
+    :param bridge: while a new level (since a rebaseline marker: an accept, a rebaseline; or an
+        adopted level shift) has fewer than ``history_limit`` nights, the trusted nights before it,
+        oldest first, as many as fill ``history`` up to ``history_limit``: they calibrate the night
+        test at the new level (:func:`bridged_history`).
     """
 
     history: list[Candidate]
@@ -127,7 +127,7 @@ def choose_history(candidates: Sequence[Candidate], history_limit: int) -> Histo
             choose_bridge(choice, [c for c in pool if member(c)], history_limit)
             return choice
     choice = HistoryChoice([c for c in pool if member(c)][-history_limit:], recent, earlier=len(candidates))
-    if anchor is not None:  # the level adopted on an earlier night: the trusted nights before it
+    if anchor is not None and len(pool) < history_limit:  # a level adopted a few nights ago: the nights before it
         choose_bridge(choice, [c for c in candidates[:anchor[0]] if c.trusted], history_limit)
     return choice
 

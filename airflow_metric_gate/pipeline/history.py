@@ -77,7 +77,8 @@ def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, 
         (see :func:`~airflow_metric_gate.judging.judge_calibrated`); ``None`` keeps all.
     """
     choices = {key: choose_history(_candidates_of(candidates, key), history_limit) for key in gates}
-    if any(needs_bridge(choice, history_limit) for choice in choices.values()):  # after a marker, say
+    # a level that began at a rebaseline marker fewer than history_limit nights ago: the nights before it bridge
+    if len(candidates) < history_limit and any(needs_bridge(choice, history_limit) for choice in choices.values()):
         before = store.bridge_candidates(run.run_id, candidate_limit(history_limit))
         for key, choice in choices.items():
             choose_bridge(choice, choose_history(_candidates_of(before, key), history_limit).history, history_limit)

@@ -194,9 +194,14 @@ def test_nights_right_after_an_accept_are_judged_with_the_spread_before_it(capsy
     assert [(b["nights_since"], b["nights_before"]) for b in bridges] == [(k, trusted_before) for k in range(1, 7)]
     code, verdict = night(19, 4.0 * 12)  # a real regression after the accept
     assert code == 1 and verdict["declarations"][0]["outcome"] == "fail"
+    # the bridge lasts while fewer than 20 nights (the history limit) were judged since the accept
+    later = [night(day, 4.0)[1]["declarations"][0] for day in range(20, 33)]
+    assert [d["outcome"] for d in later] == ["pass"] * 13
+    assert later[-2]["bridge"]["nights_since"] == 18 and "bridge" not in later[-1]
+    assert later[-1]["nights"] == 19
     report = replay(store_url, "rl", declarations=str(gates))
     assert report["summary"]["newly_failing"] == report["summary"]["no_longer_failing"] == []
-    assert [n["replayed_status"] for n in report["nights"]][12:] == ["trusted"] * 7 + ["untrusted"]
+    assert [n["replayed_status"] for n in report["nights"]][12:] == ["trusted"] * 7 + ["untrusted"] + ["trusted"] * 13
 
 
 def test_replay_reproduces_evaluate_under_both_policies(capsys, tmp_path, store_url):

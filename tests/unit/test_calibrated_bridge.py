@@ -90,6 +90,11 @@ def test_an_adopted_shift_is_bridged_by_the_trusted_nights_before_it():
     later = choose_history([*cands, *adopted, Candidate("t", "2026-02-06", True, {"o": "pass"}, nights[0])], 20)
     assert [c.run_id for c in later.history] == ["s0", "s1", "s2", "s3", "s4", "t"]
     assert [c.run_id for c in later.bridge] == [c.run_id for c in cands[-14:]]
+    # a level adopted 20 nights ago or more is no new level: its own nights, however few are trusted
+    untrusted = [Candidate(f"u{i}", f"2026-03-{i + 1:02d}", False, {"o": "fail"}, nights[0]) for i in range(14)]
+    old = choose_history([*cands, *adopted, Candidate("t", "2026-02-06", True, {"o": "pass"}, nights[0]),
+                          *untrusted], 20)
+    assert len(old.history) == 6 and old.bridge == []
 
 
 def _accepted(seed):
