@@ -341,13 +341,15 @@ def _step_result(result: Result) -> bool:
             and None not in (result.current, result.ref, result.lo, result.hi))
 
 
-def merge_judgements(first: RunJudgement, second: RunJudgement) -> RunJudgement:
-    """Return the judgement of a run whose declarations were judged in two parts (two policies).
+def merge_judgements(*parts: RunJudgement) -> RunJudgement:
+    """Return the judgement of a run whose declarations were judged in parts (two policies, or one by one).
 
-    :param first: the judgement of one part.
-    :param second: the judgement of the other part.
+    The results are sorted by their order once; on a tie they keep the order of the parts (a
+    stable sort), as merging the parts two by two would.
+
+    :param parts: the judgements of the parts (at least one), in order.
     """
-    counts = {status: first.counts.get(status, 0) + second.counts.get(status, 0) for status in STATUSES}
-    results = sorted([*first.results, *second.results], key=lambda item: item[0])
-    return RunJudgement(counts, {**first.per_declaration, **second.per_declaration}, results,
-                        first.trusted and second.trusted)
+    counts = {status: sum(part.counts.get(status, 0) for part in parts) for status in STATUSES}
+    results = sorted([item for part in parts for item in part.results], key=lambda item: item[0])
+    per_declaration = {key: value for part in parts for key, value in part.per_declaration.items()}
+    return RunJudgement(counts, per_declaration, results, all(part.trusted for part in parts))

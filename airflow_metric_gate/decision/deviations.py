@@ -151,6 +151,9 @@ class _Matrix:
     def deviations(self, judged: Sequence[int], refs: Sequence[float], log_scale: bool) -> _Deviations:
         """What :func:`_deviations_plain` returns, from the matrix.
 
+        When every night has every judged step the per-night lists are left empty: the caller
+        reads those nights from :attr:`dense` (:meth:`night_means`, :meth:`complete`).
+
         :param judged: the positions of the judged steps among tonight's (each in 3 nights or more).
         :param refs: each of tonight's steps' median (of its values, not their logarithms).
         :param log_scale: whether the steps are judged on the log scale.
@@ -195,6 +198,11 @@ class _Matrix:
         per_night_pos: list[list[int]] = []
         per_night_rel: list[list[float]] = []
         full = present.all(axis=1)
+        self.dense = (r, rel, full)
+        if bool(full.all()):  # every night has every judged step: the arrays are all the caller reads
+            none: list = []
+            return (dict(zip(judged, trefs.tolist())), dict(zip(judged, scales)), self._floors(judged, ordered),
+                    [none] * len(present), [none] * len(present), [none] * len(present))
         everywhere = list(range(len(cols)))
         for j, (whole, row_r, row_rel) in enumerate(zip(full.tolist(), r.tolist(), rel.tolist())):
             if whole:
@@ -206,11 +214,13 @@ class _Matrix:
             per_night_r.append(r[j][mask].tolist())
             per_night_pos.append(np.flatnonzero(mask).tolist())
             per_night_rel.append(rel[j][mask].tolist())
-        self.dense = (r, rel, full)
-        first = ordered[0].tolist()
+        return (dict(zip(judged, trefs.tolist())), dict(zip(judged, scales)), self._floors(judged, ordered),
+                per_night_r, per_night_pos, per_night_rel)
+
+    @staticmethod
+    def _floors(judged: Sequence[int], ordered: np.ndarray) -> dict[int, float]:
         log_floor = 2.0 * math.log(BLOWUP_RATIO)
-        return (dict(zip(judged, trefs.tolist())), dict(zip(judged, scales)),
-                {i: t - log_floor for i, t in zip(judged, first)}, per_night_r, per_night_pos, per_night_rel)
+        return {i: t - log_floor for i, t in zip(judged, ordered[0].tolist())}
 
 
     def night_means(self, per_night_r: Sequence[list[float]],
@@ -218,7 +228,8 @@ class _Matrix:
         """Each trusted night's trimmed mean deviation and level, for the nights with a judged step, in order.
 
         As :func:`~airflow_metric_gate.decision.stats.trimmed_mean` of each of :meth:`deviations`'
-        lists, the nights that have every judged step sorted together.
+        lists, the nights that have every judged step sorted together (their lists are not read:
+        when every night has every judged step, :meth:`deviations` leaves them empty).
 
         :param per_night_r: each night's deviations, from :meth:`deviations`.
         :param per_night_rel: each night's values relative to the steps' medians, from :meth:`deviations`.

@@ -85,7 +85,7 @@ def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, 
     # the nights read: those of every declaration's history and bridge (a declaration's recent nights
     # are read only when they are among them)
     needed = sorted({c.run_id for choice in choices.values() for c in (*choice.history, *choice.bridge)})
-    part = None
+    parts: list[CalibratedJudgement] = []
     for key, gate in gates.items():
         choice = choices[key]
         current, found = store.declaration_night(run.run_id, key, needed)
@@ -108,10 +108,11 @@ def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, 
                 for r in decision.results:
                     r.reason = reason
         decision.results = []  # one per step: the verdict keeps its own (FAIL, ERROR, or every one)
-        part = one if part is None else CalibratedJudgement(merge_judgements(part.judgement, one.judgement),
-                                                            {**part.decisions, **one.decisions})
-    assert part is not None
+        parts.append(one)
+    assert parts
+    decisions = {key: d for one in parts for key, d in one.decisions.items()}
     failed = list(dict.fromkeys(e[0] for e in run_errors if e[0] in gates))  # decisions: errors first
-    part.decisions = {key: part.decisions[key] for key in [*failed, *(k for k in gates if k not in failed)]}
-    return part
+    decisions = {key: decisions[key] for key in [*failed, *(k for k in gates if k not in failed)]}
+    # one merge of every declaration's results (merging them one by one sorted the growing list each time)
+    return CalibratedJudgement(merge_judgements(*(one.judgement for one in parts)), decisions)
 
