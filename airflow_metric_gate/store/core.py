@@ -140,6 +140,12 @@ class StoreCore:
         holds a third of the table, and the planner may then scan the whole table.
         """
 
+    def _plan_serial(self, cur: Any) -> None:
+        """For the rest of the transaction: no parallel workers (for many small aggregates, one per night).
+
+        Starting workers costs more than the few thousand rows each branch reads.
+        """
+
     def _plan_bulk_join(self, cur: Any, on: bool = True) -> None:
         """Around a statement that joins a run's coordinates with other runs' values: no nested loop.
 

@@ -136,6 +136,9 @@ class PostgresStore(MetricStore):
     def _plan_bulk_join(self, cur: Any, on: bool = True) -> None:
         cur.execute("SELECT set_config('enable_nestloop', %s, true)", ("off" if on else "on",))
 
+    def _plan_serial(self, cur: Any) -> None:
+        cur.execute("SELECT set_config('max_parallel_workers_per_gather', '0', true)")
+
     def _cursor(self, conn: Any) -> Any:
         return _BoundedCursor(conn.cursor(), self)
 

@@ -11,7 +11,8 @@ from functools import lru_cache
 from typing import Any
 
 __all__ = ["BASELINE_RUNS_SQL", "BRIDGE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS",
-           "baseline_params", "baseline_sql", "float8_array", "equal_to", "in_ranges", "run_values_sql"]
+           "baseline_params", "baseline_sql", "equal_to", "float8_array", "in_ranges", "night_arrays_params",
+           "night_arrays_sql", "run_values_sql"]
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
 #: before its logical date (``fence``), shared by the statements that read its earlier runs.
@@ -105,7 +106,7 @@ WHERE c.run_key = %s{where}
 _BASELINE_RUN_BRANCH = "SELECT coordinate, value FROM metric_points WHERE run_key = %s"
 
 
-def run_values_sql(runs: int, *, ranges: int = 0, by_run: bool = False, values_only: bool = False) -> str:
+def run_values_sql(runs: int, *, ranges: int = 0, by_run: bool = False) -> str:
     """Return the statement reading, for each coordinate of a run, its value in each of ``runs`` other runs.
 
     Parameters: the other runs' ``run_key``, then the run's.  Rows: ``(coordinate, position of the
@@ -116,23 +117,43 @@ def run_values_sql(runs: int, *, ranges: int = 0, by_run: bool = False, values_o
         gives them); 0 reads every coordinate of the run.
     :param by_run: one row per other run instead, ``(position, coordinates, values)`` with two arrays
         in the same order (PostgreSQL ``array_agg``: one row per night to fetch, not one per value).
-    :param values_only: with ``by_run``, ``(position, count, values)``: the values in coordinate order
-        and how many there are, without the coordinates (a night that has every one of the run's
-        coordinates pairs its values with them in order); the values as PostgreSQL's binary array
-        (``array_send``), which :func:`float8_array` reads.
     """
     branches = "\n    UNION ALL ".join(
         f"SELECT {i} AS k, coordinate, value FROM metric_points WHERE run_key = %s" + in_ranges("coordinate", ranges)
         for i in range(runs))
     sql = _BASELINE_SQL.format(select="h.k, h.value", runs=branches, where=in_ranges("c.coordinate", ranges),
                                group="")
-    if by_run and values_only:  # the array in PostgreSQL's binary form: no float written out as text, or parsed
-        return (f"SELECT q.k, COUNT(*), array_send(array_agg(q.value ORDER BY q.coordinate)) FROM ({sql}) q "
-                "GROUP BY q.k")
     if by_run:  # both arrays in coordinate order (a run has one value per coordinate), so they pair up
         return (f"SELECT q.k, array_agg(q.coordinate ORDER BY q.coordinate), array_agg(q.value ORDER BY q.coordinate) "
                 f"FROM ({sql}) q GROUP BY q.k")
     return sql
+
+
+def night_arrays_sql(runs: int, ranges: int) -> str:
+    """Return the statement reading each of ``runs`` runs' values in some coordinate ranges as one array.
+
+    Parameters: per run, its ``run_key`` then the ranges' bounds.  Rows: one per run, ``(position,
+    count, values)``, the values in coordinate order as PostgreSQL's binary array (:func:`float8_array`),
+    ``NULL`` with a count of 0 for a run with none.  Each run is aggregated on its own, through its
+    (run, coordinate) key: no join, no sort across runs.  The ranges must hold only coordinates the
+    judged run has (its blocks), so that a count equal to theirs means the same coordinates.
+
+    :param runs: how many runs.
+    :param ranges: how many coordinate ranges (at least one).
+    """
+    return "\nUNION ALL ".join(
+        f"SELECT {i} AS k, COUNT(*), array_send(array_agg(value ORDER BY coordinate)) FROM metric_points "
+        "WHERE run_key = %s" + in_ranges("coordinate", ranges) for i in range(runs))
+
+
+def night_arrays_params(run_keys: Sequence[int], ranges: Sequence[tuple[int, int]]) -> list[int]:
+    """Return the parameters of :func:`night_arrays_sql`.
+
+    :param run_keys: the runs' keys.
+    :param ranges: the coordinate ranges, ``(lowest, highest)``.
+    """
+    bounds = [b for r in ranges for b in r]
+    return [x for key in run_keys for x in (key, *bounds)]
 
 
 def baseline_sql(baseline_runs: int, *, arrays: bool = False, ranges: int = 0) -> str:

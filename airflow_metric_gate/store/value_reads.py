@@ -16,6 +16,8 @@ from airflow_metric_gate.store.sql import (
     baseline_sql,
     float8_array,
     in_ranges,
+    night_arrays_params,
+    night_arrays_sql,
     run_values_sql,
 )
 
@@ -243,7 +245,8 @@ class StoreValueReads(StoreCore):
 
         A run with every one of the run's coordinates in the ranges (the usual night) sends its
         values alone, in coordinate order, and they pair with those coordinates' steps in order; a
-        run that lacks some is read again with its coordinates.
+        run that lacks some is read again with its coordinates.  The ranges are the run's blocks, so
+        every coordinate in them is one of the run's.
 
         :param others: ``(position, run_key)`` of the other runs.
         :param run_key: the run's key.
@@ -252,13 +255,14 @@ class StoreValueReads(StoreCore):
         :param by_position: each other run's values by step, by position; filled in.
         """
         steps = [step_of[c] for c in sorted(step_of)]
-        self._execute(cur, run_values_sql(len(others), ranges=len(bounds), by_run=True, values_only=True),
-                      baseline_params([k for _, k in others], run_key, bounds))
+        self._plan_serial(cur)
+        self._execute(cur, night_arrays_sql(len(others), len(bounds)), night_arrays_params([k for _, k in others],
+                                                                                           bounds))
         partial = []
         for k, count, values in cur.fetchall():
             if count == len(steps):  # the same coordinates (one value per coordinate and run): in order
                 by_position[k].update(zip(steps, float8_array(values)))
-            else:
+            elif count:
                 partial.append(k)
         if not partial:
             return

@@ -16,7 +16,8 @@ def test_benchmark_smoke_run_writes_every_figure(tmp_path, pg_database_url):
                 "ingest_memory_growth_vs_record_growth", "persist_vs_copy",
                 "persist_vs_insert_rows", "evaluate_vs_limit", "evaluate_speedup_vs_per_coordinate",
                 "evaluate_growth_120_vs_30", "evaluate_year_vs_limit", "evaluate_year_growth",
-                "dag_nightly_vs_noop"):
+                "evaluate_year_calibrated_vs_limit", "evaluate_year_calibrated_growth", "evaluate_large_vs_limit",
+                "evaluate_large_calibrated_vs_limit", "dag_nightly_vs_noop"):
         assert figures[key] > 0, key
     assert {t["figure"] for t in figures["targets"]} >= {"persist_vs_copy", "evaluate_vs_limit"}
     assert "figure" in stdout and "persist_vs_copy" in stdout
