@@ -93,7 +93,7 @@ def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, 
             c.values = found.get(c.run_id, {})
         for c in (*choice.recent, *choice.bridge):
             c.values = found.get(c.run_id, {})
-        one = judge_calibrated({key: [(v.step, v.at_step, v.value, v.ordinal) for v in current]}, {key: gate},
+        one = judge_calibrated({key: current}, {key: gate},
                                [e for e in run_errors if e[0] == key], {key: choice}, run_id=run.run_id,
                                logical_date=run.logical_date.isoformat(), min_history=min_history,
                                all_results=all_results, keep=keep)

@@ -165,16 +165,15 @@ def baseline_sql(baseline_runs: int, *, arrays: bool = False, ranges: int = 0) -
     different means at band edges.
 
     :param baseline_runs: how many baseline run ids are bound.
-    :param arrays: one row per coordinate with an array of its values (PostgreSQL ``array_agg``, in
-        the binary form :func:`float8_array` reads; less to transfer and nothing to group in Python),
-        instead of one row per value.
+    :param arrays: one row per coordinate with an array of its values (PostgreSQL ``array_agg``; less
+        to transfer and nothing to group in Python), instead of one row per value.
     :param ranges: read only the coordinates in this many ranges (both ends bound as parameters,
         see :func:`baseline_params`); 0 reads every coordinate of the run.
     """
     runs = "\n    UNION ALL ".join([_BASELINE_RUN_BRANCH + in_ranges("coordinate", ranges)] * baseline_runs)
     where = in_ranges("c.coordinate", ranges)
-    if arrays:  # in PostgreSQL's binary form (see float8_array)
-        return _BASELINE_SQL.format(select="array_send(array_agg(h.value))", runs=runs, where=where,
+    if arrays:
+        return _BASELINE_SQL.format(select="array_agg(h.value)", runs=runs, where=where,
                                     group="GROUP BY c.coordinate\n")
     return _BASELINE_SQL.format(select="h.value", runs=runs, where=where, group="")
 

@@ -55,7 +55,7 @@ class StoreValueReads(StoreCore):
                 self._execute(cur, baseline_sql(len(base), arrays=arrays), (*base, run_key))
                 at = ordinals.ordinal
                 if arrays:
-                    history = {at(coordinate): float8_array(values) for coordinate, values in cur.fetchall()}
+                    history = {at(coordinate): values for coordinate, values in cur.fetchall()}
                 else:
                     history = _group_by_ordinal((at(coordinate), value) for coordinate, value in cur.fetchall())
         return current, history
@@ -104,7 +104,7 @@ class StoreValueReads(StoreCore):
                     self._execute(cur, baseline_sql(len(base), arrays=arrays, ranges=len(bounds)),
                                   baseline_params(base, run_key, bounds))
                     if arrays:
-                        history = {coordinate: float8_array(values) for coordinate, values in cur.fetchall()}
+                        history = {coordinate: values for coordinate, values in cur.fetchall()}
                     else:
                         history = _group_by_ordinal(cur.fetchall())  # grouped by coordinate here
                     self._plan_bulk_join(cur, on=False)
@@ -177,7 +177,7 @@ class StoreValueReads(StoreCore):
 
     def declaration_night(
         self, run_id: str, key: tuple[str, str, str], run_ids: Sequence[str]
-    ) -> tuple[list[ValueRow], dict[str, dict[int, float]]]:
+    ) -> tuple[list[tuple[int, int | None, float, int]], dict[str, dict[int, float]]]:
         """Return one declaration's values in a run, and its values in some other runs, in one transaction.
 
         What :meth:`run_values` and :meth:`values_in_runs` read, for one declaration's coordinates
@@ -189,8 +189,9 @@ class StoreValueReads(StoreCore):
         :param run_id: the store run id.
         :param key: the declaration's ``(metric_key, steps_key, constraint_key)``.
         :param run_ids: the other runs.
-        :return: the values in ordinal order, and each other run's values by step (a run with
-            none of the declaration's coordinates is left out).
+        :return: the values in ordinal order, ``(step, at_step, value, ordinal)`` each (the shape
+            :func:`~airflow_metric_gate.judging.judge_calibrated` takes), and each other run's values
+            by step (a run with none of the declaration's coordinates is left out).
         """
         with self._transaction(indexed=True) as cur:
             run_key = self._run_key(cur, run_id)
@@ -210,7 +211,7 @@ class StoreValueReads(StoreCore):
                 keys = {rid: int(k) for rid, k in cur.fetchall()}
                 others += [(start + i, keys[name]) for i, name in enumerate(chunk) if name in keys]
             most = self._ranges_per_chunk(len(others))
-            current: list[ValueRow] = []
+            current: list[tuple[int, int | None, float, int]] = []
             # one dict per other run, by its position among ``others`` (the statement's ``k``)
             by_position: list[dict[int, float]] = [{} for _ in others]
             for ranges in _chunk_ranges(ordinals, len(ordinals), most):
@@ -221,7 +222,8 @@ class StoreValueReads(StoreCore):
                               "WHERE p.run_key = %s AND c.declaration = %s" + in_ranges("p.coordinate", len(bounds)),
                               [run_key, declaration, *flat])
                 fetched = cur.fetchall()
-                current += [ValueRow(ordinals.ordinal(coordinate), *key, step, value, read_at_step(step, at))
+                ordinal = ordinals.ordinal
+                current += [(step, read_at_step(step, at), value, ordinal(coordinate))
                             for coordinate, step, value, at in fetched]
                 if others:
                     step_of = {int(coordinate): int(step) for coordinate, step, _, _ in fetched}
@@ -235,7 +237,7 @@ class StoreValueReads(StoreCore):
                             by_position[k][step_of[coordinate]] = value
                     self._plan_bulk_join(cur, on=False)
                 del fetched
-        current.sort(key=lambda v: v.ordinal)
+        current.sort(key=_fourth)
         return current, {names[i]: values for (i, _), values in zip(others, by_position) if values}
 
 
@@ -278,6 +280,10 @@ _RANGES_PER_CHUNK = 64
 
 def _first(item: tuple) -> Any:
     return item[0]
+
+
+def _fourth(item: tuple) -> Any:
+    return item[3]
 
 
 def _chunk_ranges(ordinals: Ordinals, chunk: int, most: int) -> Iterator[list[tuple[int, int, int]]]:

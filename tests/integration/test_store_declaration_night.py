@@ -37,7 +37,9 @@ def test_each_night_comes_back_by_step_whatever_steps_it_has(store):
     _night(store, 4, [])  # nothing of this declaration
     _night(store, 5, range(40), other_steps=range(5))  # tonight
     current, found = store.declaration_night("n5", KEY, ["n0", "n1", "n2", "n3", "n4", "missing"])
-    assert [(v.step, v.value) for v in current] == [(s, 500.0 + s + 0.25) for s in range(40)]
+    assert [(step, value) for step, _, value, _ in current] == [(s, 500.0 + s + 0.25) for s in range(40)]
+    assert [ordinal for _, _, _, ordinal in current] == list(range(40)) and {at for _, at, _, _ in current} == set(
+        range(40))
     assert found["n0"] == full and found["n1"] == gappy and found["n3"] == reordered
     assert found["n2"] == {s: v for s, v in more.items() if s < 40}
     assert set(found) == {"n0", "n1", "n2", "n3"}
@@ -53,7 +55,7 @@ def test_a_declaration_in_several_ranges_and_chunks_comes_back_whole(store, monk
     whole = _night(store, 2, range(30))
     _night(store, 3, range(30))
     current, found = store.declaration_night("n3", KEY, ["n0", "n1", "n2"])
-    assert [v.step for v in current] == list(range(30))
+    assert [step for step, _, _, _ in current] == list(range(30))
     assert found == {"n0": first, "n1": gappy, "n2": whole}
 
 
