@@ -6,6 +6,7 @@ import math
 import random
 
 import pytest
+from _null_nights import night_noise
 
 from airflow_metric_gate.decision import blocks, direction_of
 from airflow_metric_gate.decision.calibrated import (
@@ -25,18 +26,9 @@ GATE = {"metric_key": KEY[0], "steps_key": KEY[1], "constraint_key": KEY[2],
 
 
 def _nights(rng, count, steps, shared, *, heavy=False, level=1.0):
-    """Nights of a declaration: every step's value is 1 + shared night factor + own noise (unit variance)."""
-    out = []
-    for _ in range(count):
-        common = rng.gauss(0.0, 1.0) * math.sqrt(shared)
-        values = {}
-        for s in range(steps):
-            own = rng.gauss(0.0, 1.0)
-            if heavy:  # Student's t with 3 degrees of freedom, scaled to unit variance
-                own = own / math.sqrt(rng.gammavariate(1.5, 1 / 1.5)) / math.sqrt(3.0)
-            values[s] = level * (10.0 + 0.5 * (common + own * math.sqrt(1.0 - shared)))
-        out.append(values)
-    return out
+    """Nights of a declaration: every step's value is 10 + half of (shared night factor + own noise)."""
+    return [{s: level * (10.0 + 0.5 * x) for s, x in enumerate(night)}
+            for night in night_noise(rng, count, steps, shared, heavy=heavy)]
 
 
 def _judge(history, tonight, gate=GATE, recent=()):

@@ -12,6 +12,7 @@ import math
 import random
 
 import pytest
+from _null_nights import night_noise
 
 import airflow_metric_gate.decision.calibrated as calibrated
 from airflow_metric_gate.decision.calibrated import Candidate, choose_history, judge_declaration
@@ -26,17 +27,8 @@ GATE = {"metric_key": KEY[0], "steps_key": KEY[1], "constraint_key": KEY[2],
 
 def _nights(rng, count, steps, shared, *, heavy=False, level=1.0, spread=0.5):
     """Positive nights: ``level x exp(spread x (shared night factor + own noise))``, unit variance inside."""
-    out = []
-    for _ in range(count):
-        common = rng.gauss(0.0, 1.0) * math.sqrt(shared)
-        values = {}
-        for s in range(steps):
-            own = rng.gauss(0.0, 1.0)
-            if heavy:  # Student's t with 3 degrees of freedom, scaled to unit variance
-                own = own / math.sqrt(rng.gammavariate(1.5, 1 / 1.5)) / math.sqrt(3.0)
-            values[s] = level * math.exp(spread * (common + own * math.sqrt(1.0 - shared)))
-        out.append(values)
-    return out
+    return [{s: level * math.exp(spread * x) for s, x in enumerate(night)}
+            for night in night_noise(rng, count, steps, shared, heavy=heavy)]
 
 
 def _cands(nights, prefix, month):
