@@ -519,8 +519,9 @@ def bench_evaluate_year(scale: dict, pg_url: str) -> dict:
         for nights in checkpoints:
             out[f"evaluate_year_{policy}_vs_limit_{nights}"] = (
                 out[f"evaluate_year_{policy}_s_{nights}"] / out[f"evaluate_year_limit_s_{nights}"])
-        out[f"evaluate_year_{policy}_growth_{last}_vs_{first}"] = (
-            out[f"evaluate_year_{policy}_s_{last}"] / out[f"evaluate_year_{policy}_s_{first}"])
+        if last != first:
+            out[f"evaluate_year_{policy}_growth_{last}_vs_{first}"] = (
+                out[f"evaluate_year_{policy}_s_{last}"] / out[f"evaluate_year_{policy}_s_{first}"])
     out["evaluate_year_vs_limit"] = out[f"evaluate_year_reference_vs_limit_{last}"]
     out["evaluate_year_calibrated_vs_limit"] = out[f"evaluate_year_calibrated_vs_limit_{last}"]
     if last != first:

@@ -96,9 +96,8 @@ def evaluate(
         reference_gates = {key: gate for key, gate in gates.items() if key not in calibrated}
         # read and judged chunk by chunk: a night's values and baselines are never held at once
         judgement = judge_run(
-            (((v.metric_key, v.steps_key, v.constraint_key), v.step, v.at_step, v.value, v.ordinal, baseline)
-             for v, baseline in store.iter_values_and_baselines(run_id, history_limit, chunk=chunk)
-             if (v.metric_key, v.steps_key, v.constraint_key) not in calibrated),
+            (value for value in store.iter_values_and_baselines(run_id, history_limit, chunk=chunk)
+             if value[0] not in calibrated),
             reference_gates,
             [e for e in run_errors if e[0] not in calibrated],
             min_history=min_history, aggregate=aggregate, all_results=all_results, keep=keep,

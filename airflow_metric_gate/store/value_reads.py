@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -62,13 +63,16 @@ class StoreValueReads(StoreCore):
 
     def iter_values_and_baselines(
         self, run_id: str, history_limit: int, *, chunk: int | None = None
-    ) -> Iterator[tuple[ValueRow, list[float]]]:
+    ) -> Iterator[tuple[tuple[str, str, str], int, int | None, float, int, list[float]]]:
         """Yield a run's values with their baselines, in ordinal order, read chunk by chunk.
 
         The same values and baselines as :meth:`run_values_and_baselines`, in one transaction, but
         at most ``chunk`` coordinates are read and held at a time: one statement per chunk reads
         their values, another their baselines (each baseline run's rows of those coordinates only,
-        through the (run, coordinate) key).
+        through the (run, coordinate) key).  Each value comes as
+        ``(declaration key, step, at_step, value, ordinal, baseline)``, the shape
+        :func:`~airflow_metric_gate.judging.judge_run` takes; the values of one declaration share
+        one key tuple.
 
         :param run_id: the store run id.
         :param history_limit: how many baseline runs to read.
@@ -95,9 +99,11 @@ class StoreValueReads(StoreCore):
                                   "AND coordinate BETWEEN %s AND %s", (declaration, lo, hi))
                     steps.update(cur.fetchall())
                 self._execute(cur, "SELECT coordinate, value, at_step FROM metric_points WHERE run_key = %s"
-                              + in_ranges("coordinate", len(bounds)), [run_key, *[b for r in bounds for b in r]])
-                rows = sorted(((ordinals.ordinal(c), c, value, at_step) for c, value, at_step in cur.fetchall()),
-                              key=_first)
+                              + in_ranges("coordinate", len(bounds)) + " ORDER BY coordinate",
+                              [run_key, *[b for r in bounds for b in r]])
+                # each range lies in one block, where ordinals follow coordinates: the rows of each
+                # range in coordinate order, the ranges in ordinal order, are the values in ordinal order
+                by_range = _rows_by_range(cur.fetchall(), ranges)
                 history: dict[int, list[float]] = {}
                 if base:
                     self._plan_bulk_join(cur)
@@ -109,11 +115,13 @@ class StoreValueReads(StoreCore):
                         history = _group_by_ordinal(cur.fetchall())  # grouped by coordinate here
                     self._plan_bulk_join(cur, on=False)
                 no_values: list[float] = []
-                for ordinal, coordinate, value, at_step in rows:
-                    metric_key, steps_key, constraint_key = keys[ordinals.declaration(coordinate)]
-                    step = steps[coordinate]
-                    yield (ValueRow(ordinal, metric_key, steps_key, constraint_key, step, value,
-                                    read_at_step(step, at_step)), history.get(coordinate, no_values))
+                for (lo, _, declaration), rows in zip(ranges, by_range):
+                    key = keys[declaration]
+                    offset = ordinals.ordinal(lo) - lo
+                    for coordinate, value, at_step in rows:
+                        step = steps[coordinate]
+                        yield (key, step, read_at_step(step, at_step), value, coordinate + offset,
+                               history.get(coordinate, no_values))
 
     def _ranges_per_chunk(self, other_runs: int) -> int:
         """How many coordinate ranges a chunk's statements bind, with ``other_runs`` branches besides the run's.
@@ -280,6 +288,23 @@ _RANGES_PER_CHUNK = 64
 
 def _first(item: tuple) -> Any:
     return item[0]
+
+
+def _rows_by_range(rows: list[tuple], ranges: Sequence[tuple[int, int, int]]) -> list[list[tuple]]:
+    """Split rows ordered by coordinate (their first field) among the coordinate ranges that hold them.
+
+    :param rows: the rows, in coordinate order.
+    :param ranges: ``(lowest, highest, declaration)``, not overlapping, in any order.
+    :return: each range's rows, in the order of ``ranges``.
+    """
+    out: list[list[tuple]] = [[] for _ in ranges]
+    starts = sorted((lo, i) for i, (lo, _, _) in enumerate(ranges))
+    firsts = [lo for lo, _ in starts]
+    for k, (lo, i) in enumerate(starts):
+        begin = bisect_left(rows, lo, key=_first)
+        end = bisect_left(rows, firsts[k + 1], key=_first) if k + 1 < len(starts) else len(rows)
+        out[i] = rows[begin:end]
+    return out
 
 
 def _fourth(item: tuple) -> Any:

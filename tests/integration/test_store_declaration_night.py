@@ -1,4 +1,4 @@
-"""``declaration_night``: one declaration's values tonight and in other nights, by step, on both stores.
+"""``declaration_night`` and ``iter_values_and_baselines``: a night's values and their history, on both stores.
 
 PostgreSQL sends a night that has every one of tonight's coordinates as its values alone (paired with
 tonight's steps in coordinate order) and reads a night that lacks some again with its coordinates: both
@@ -87,3 +87,20 @@ def test_each_night_comes_back_by_step_through_psycopg_3(pg_url):
         _night(store, 2, range(40))
         _, found = store.declaration_night("n2", KEY, ["n0", "n1"])
         assert found == {"n0": full, "n1": gappy}
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1000])
+def test_values_and_baselines_come_in_ordinal_order_whatever_the_coordinates_order(store, chunk):
+    """Tonight lists the declarations in the other order than the night that made their coordinates."""
+    for n, order in ((0, (OTHER, KEY)), (1, (OTHER, KEY)), (2, (KEY, OTHER))):
+        run = RunRow(run_id=f"n{n}", series="s", backend="cuda", suite="default", role="baseline",
+                     status="trusted", logical_date=T0 + timedelta(days=n))
+        rows = [ValueRow(i * 5 + s, *key, s, 10.0 * n + i + s / 10, s) for i, key in enumerate(order) for s in range(5)]
+        store.write_run(run, rows)
+    current, history = store.run_values_and_baselines("n2", 20)
+    streamed = list(store.iter_values_and_baselines("n2", 20, chunk=chunk))
+    assert [(key, step, value, ordinal) for key, step, _, value, ordinal, _ in streamed] == [
+        ((v.metric_key, v.steps_key, v.constraint_key), v.step, v.value, v.ordinal) for v in current]
+    assert [ordinal for *_, ordinal, _ in streamed] == list(range(10))
+    assert [sorted(baseline) for *_, baseline in streamed] == [sorted(history[v.ordinal]) for v in current]
+    assert streamed[0][0] == KEY and streamed[0][5] and len(streamed[0][5]) == 2
