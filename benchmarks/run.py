@@ -47,7 +47,7 @@ SCALES = {
              "year_nights": (30, 120, 365), "large_coords": 1_000_000, "large_nights": (10, 30)},
     "medium": {"points": 25_000, "large_points": 250_000, "metrics": 25, "coords": 25_000, "nights": (30, 60),
                "repeat": 3, "ingest_repeat": 15, "per_coord_sample": None, "year_nights": (30, 120),
-               "large_coords": 1_000_000, "large_nights": (3,)},
+               "large_coords": 1_000_000, "large_nights": (6,)},
     "smoke": {"points": 2_000, "large_points": 8_000, "metrics": 10, "coords": 2_000, "nights": (3, 6, 12),
               "repeat": 1, "ingest_repeat": 3, "per_coord_sample": None,
               "year_nights": (3, 6), "large_coords": 4_000, "large_nights": (2,)},
@@ -534,7 +534,7 @@ def bench_evaluate_large(scale: dict, pg_url: str) -> dict:
     """The year scenario at 10^6 coordinates (``large_coords``), over fewer nights (``large_nights``).
 
     A night of 10^6 values is where a statement that reads a whole table shows (at 10^5 such a scan
-    can hide in the time of the rest): the medium scale runs it over 3 nights, the full scale over 10
+    can hide in the time of the rest): the medium scale runs it over 6 nights, the full scale over 10
     and 30 (the smoke scale at 4,000 coordinates, to run the code).  Its figures are the year
     scenario's, named ``evaluate_large_...``.
     """
