@@ -261,32 +261,36 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
     lo_r, hi_r = center - q * sd, center + q * sd
     step_results: list[Result] = []
     driving: list[int | None] = []
+    metric_key, steps_key, constraint_key = key
+    exp = math.exp
     for idx, (step, at, value) in enumerate(tonight):
         column = columns[idx]
-        if idx not in scales:
+        scale = scales.get(idx)
+        if scale is None:
             step_results.append(Result(*key, step, at, INACTIVE, current=value, n=len(column),
                                        reason=f"in {len(column)} of {n} trusted night(s): too few to judge"))
             continue
-        ref, scale, tref = refs[idx], scales[idx], trefs[idx]
+        ref, tref = refs[idx], trefs[idx]
         lo, hi = tref + lo_r * scale, tref + hi_r * scale
         if log_scale:
-            lo, hi = math.exp(min(lo, 700.0)), math.exp(min(hi, 700.0))
-        result = Result(*key, step, at, PASS, current=value, ref=ref, n=len(column), lo=lo, hi=hi, bound="calibrated")
+            lo, hi = exp(min(lo, 700.0)), exp(min(hi, 700.0))
         side = "above" if value > hi else "below" if value < lo else None
+        if side is None:  # the usual step: positional, the fields in their order
+            step_results.append(Result(metric_key, steps_key, constraint_key, step, at, PASS, value, ref, len(column),
+                                       lo, hi, None, None, "within band"))
+            continue
         if worse and side == worse:
-            result.status, result.side = FAIL, side
             driving.append(step)
-            result.reason = (f"{_fmt(value)} is {side} its step band [{_fmt(lo)}, {_fmt(hi)}] "
-                             f"(median {_fmt(ref)} of {len(column)} trusted night(s)); the night fails")
-        elif side:
-            result.side, result.bound = None, None
-            verdict = "it passes" if not worse else "fails the other way"
-            result.reason = (f"{_fmt(value)} is {side} its step band [{_fmt(lo)}, {_fmt(hi)}]; "
-                             f"the night as a whole is judged, and {verdict}")
-        else:
-            result.bound = None
-            result.reason = "within band"
-        step_results.append(result)
+            step_results.append(Result(
+                metric_key, steps_key, constraint_key, step, at, FAIL, value, ref, len(column), lo, hi, side,
+                "calibrated", f"{_fmt(value)} is {side} its step band [{_fmt(lo)}, {_fmt(hi)}] "
+                              f"(median {_fmt(ref)} of {len(column)} trusted night(s)); the night fails"))
+            continue
+        verdict = "it passes" if not worse else "fails the other way"
+        step_results.append(Result(
+            metric_key, steps_key, constraint_key, step, at, PASS, value, ref, len(column), lo, hi, None, None,
+            f"{_fmt(value)} is {side} its step band [{_fmt(lo)}, {_fmt(hi)}]; "
+            f"the night as a whole is judged, and {verdict}"))
     if worse and not driving:  # a shift too small for any one step: every step on the failing side drove it
         for result in step_results:
             if result.status == PASS and result.ref is not None and result.current is not None and (
