@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Generator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
 
 from airflow_metric_gate.decision.history import Candidate, choose_bridge, choose_history, needs_bridge, night_trusted
 from airflow_metric_gate.decision.parameters import SHIFT_ADOPT
@@ -57,13 +60,37 @@ def starved_reason(candidates: list, key: tuple[str, str, str] | None) -> str | 
             f"night(s) was untrusted{because}")
 
 
+def _nights(store: MetricStore, run_id: str, keys: Sequence[tuple[str, str, str]],
+            needed: Sequence[str]) -> Generator[tuple[list, dict[str, Mapping[int, float]]], None, None]:
+    """Yield each declaration's night (:meth:`MetricStore.declaration_night`), in the order of ``keys``.
+
+    On a store whose connection another thread may use (``reads_ahead``), the next declaration's
+    night is read on one reading thread while the caller judges the one yielded: the server's work
+    on a read and the caller's work on the last one overlap.  Only the reading thread uses the store
+    until the last night is yielded; a read's error is raised here, at the night it belongs to.
+    """
+    if not store.reads_ahead or len(keys) < 2:
+        for key in keys:
+            yield store.declaration_night(run_id, key, needed)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="metric-gate-read") as reader:
+        ahead = reader.submit(store.declaration_night, run_id, keys[0], needed)
+        for key in keys[1:]:
+            night = ahead.result()
+            ahead = reader.submit(store.declaration_night, run_id, key, needed)
+            yield night
+            del night
+        yield ahead.result()
+
+
 def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, run_errors: list,
                                   candidates: list, *, history_limit: int, min_history: int,
                                   all_results: bool, keep: int | None = None) -> CalibratedJudgement:
     """Judge a run's calibrated declarations: choose each one's history, read those nights' values, decide.
 
-    One declaration at a time: its values and its chosen nights' values are read, judged and let go
-    before the next one's are read.
+    One declaration at a time: its values and its chosen nights' values are read, judged and let go.
+    On a store that allows it (``reads_ahead``: PostgreSQL), the next declaration's are read while
+    this one is judged, so at most two declarations' nights are held at once.
 
     :param store: the metric store.
     :param run: the stored run being judged.
@@ -86,29 +113,30 @@ def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, 
     # are read only when they are among them)
     needed = sorted({c.run_id for choice in choices.values() for c in (*choice.history, *choice.bridge)})
     parts: list[CalibratedJudgement] = []
-    for key, gate in gates.items():
-        choice = choices[key]
-        current, found = store.declaration_night(run.run_id, key, needed)
-        for c in choice.history:
-            c.values = found.get(c.run_id, {})
-        for c in (*choice.recent, *choice.bridge):
-            c.values = found.get(c.run_id, {})
-        one = judge_calibrated({key: current}, {key: gate},
-                               [e for e in run_errors if e[0] == key], {key: choice}, run_id=run.run_id,
-                               logical_date=run.logical_date.isoformat(), min_history=min_history,
-                               all_results=all_results, keep=keep)
-        del current, found
-        for c in [*choice.history, *choice.recent, *choice.bridge]:  # judged: its values are not needed again
-            c.values = {}
-        decision = one.decisions[key]
-        if decision.outcome == "inactive" and not choice.history:
-            reason = starved_reason(candidates, key)
-            if reason:
-                decision.report["starved"] = reason
-                for r in decision.results:
-                    r.reason = reason
-        decision.results = []  # one per step: the verdict keeps its own (FAIL, ERROR, or every one)
-        parts.append(one)
+    # closed before anything else uses the store, even when judging raises: the reading thread is done then
+    with closing(_nights(store, run.run_id, list(gates), needed)) as nights:
+        for (key, gate), (current, found) in zip(gates.items(), nights):
+            choice = choices[key]
+            for c in choice.history:
+                c.values = found.get(c.run_id, {})
+            for c in (*choice.recent, *choice.bridge):
+                c.values = found.get(c.run_id, {})
+            one = judge_calibrated({key: current}, {key: gate},
+                                   [e for e in run_errors if e[0] == key], {key: choice}, run_id=run.run_id,
+                                   logical_date=run.logical_date.isoformat(), min_history=min_history,
+                                   all_results=all_results, keep=keep)
+            del current, found
+            for c in [*choice.history, *choice.recent, *choice.bridge]:  # judged: its values are not needed again
+                c.values = {}
+            decision = one.decisions[key]
+            if decision.outcome == "inactive" and not choice.history:
+                reason = starved_reason(candidates, key)
+                if reason:
+                    decision.report["starved"] = reason
+                    for r in decision.results:
+                        r.reason = reason
+            decision.results = []  # one per step: the verdict keeps its own (FAIL, ERROR, or every one)
+            parts.append(one)
     assert parts
     decisions = {key: d for one in parts for key, d in one.decisions.items()}
     failed = list(dict.fromkeys(e[0] for e in run_errors if e[0] in gates))  # decisions: errors first

@@ -49,6 +49,9 @@ class StoreCore:
     _lock_rows = ""
     #: The dialect aggregates a coordinate's history into one array per row (PostgreSQL).
     _value_arrays = False
+    #: The connection may be used from a thread other than the one that opened it (while that one
+    #: uses the store no more), so a caller can read the next piece while it works on the last one.
+    reads_ahead = False
     #: Appended to a text key so that it sorts byte by byte (PostgreSQL's ``COLLATE "C"``).
     _byte_collation = ""
     #: What a mark may name runs by: the option, and the column of ``runs``.

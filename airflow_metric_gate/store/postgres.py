@@ -75,6 +75,7 @@ class PostgresStore(MetricStore):
     dialect = "postgres"
     _lock_rows = " FOR UPDATE"
     _value_arrays = True
+    reads_ahead = True  # DB-API threadsafety 2: a connection may be shared between threads
     _byte_collation = ' COLLATE "C"'
     _steps_digest_sql = "md5(string_agg(step::text, ',' ORDER BY coordinate))"
     outage_errors = outage_errors()
