@@ -15,6 +15,7 @@ import numpy as np
 from airflow_metric_gate.decision.history import Candidate
 from airflow_metric_gate.decision.parameters import _TINY, BLOWUP_RATIO, MAD_TO_SD
 from airflow_metric_gate.decision.stats import median_sorted, trimmed_mean, trimmed_means
+from airflow_metric_gate.step_values import StepIndex, StepValues
 
 
 class _LeaveOneOut:
@@ -130,12 +131,21 @@ class _Matrix:
         values = np.full((len(history), len(steps)), np.nan)
         nan = math.nan
         every = itemgetter(*steps) if len(steps) > 1 else None
+        index: StepIndex | None = None  # the steps of the last night read as one array, and tonight's among them
+        at = np.empty(0, dtype=np.intp)
         for j, c in enumerate(history):
             got = c.values
             if not got:
                 continue
+            if isinstance(got, StepValues):  # read as one array: whole rows, no lookup per step
+                if not _plain_floats(got.values_array):
+                    return None
+                if got.index is not index:
+                    index, at = got.index, got.index.positions(steps)
+                values[j] = got.taken(at)
+                continue
             seen = np.fromiter(got.values(), dtype=float, count=len(got))
-            if not np.isfinite(seen).all() or bool((np.signbit(seen) & (seen == 0.0)).any()):
+            if not _plain_floats(seen):
                 return None
             try:  # a night with every one of tonight's steps, looked up in one call
                 row = every(got) if every is not None else (got[steps[0]],)
@@ -255,6 +265,11 @@ class _Matrix:
         assert self.dense is not None
         r, _, full = self.dense
         return r if bool(full.all()) else None
+
+
+def _plain_floats(values: np.ndarray) -> bool:
+    """Whether every value is finite and none is a negative zero (what :meth:`_Matrix.of` can stand in for)."""
+    return bool(np.isfinite(values).all()) and not bool((np.signbit(values) & (values == 0.0)).any())
 
 
 def _median_of_columns(ordered: np.ndarray, counts: np.ndarray) -> np.ndarray:

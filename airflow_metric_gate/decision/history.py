@@ -24,14 +24,15 @@ class Candidate:
     :param logical_date: its logical date (ISO 8601), for messages.
     :param trusted: whether the night feeds this declaration's baselines (see :func:`night_trusted`).
     :param outcome: what the night's evaluation stored for this declaration, if anything.
-    :param values: the declaration's values that night, by stored step.
+    :param values: the declaration's values that night, by stored step (a ``dict``, or the array the
+        store read them as: :class:`~airflow_metric_gate.step_values.StepValues`).
     """
 
     run_id: str
     logical_date: str
     trusted: bool
     outcome: Mapping[str, Any] | None = None
-    values: dict[int, float] = field(default_factory=dict)
+    values: Mapping[int, float] = field(default_factory=dict)
 
 
 def night_trusted(run_status: str, marked: str | None, outcome: Mapping[str, Any] | None) -> bool:

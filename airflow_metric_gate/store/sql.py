@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 __all__ = ["BASELINE_RUNS_SQL", "BRIDGE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS",
-           "baseline_params", "baseline_sql", "equal_to", "float8_array", "in_ranges", "night_arrays_params",
+           "baseline_params", "baseline_sql", "equal_to", "float8_values", "in_ranges", "night_arrays_params",
            "night_arrays_sql", "run_values_sql"]
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
@@ -133,7 +134,7 @@ def night_arrays_sql(runs: int, ranges: int) -> str:
     """Return the statement reading each of ``runs`` runs' values in some coordinate ranges as one array.
 
     Parameters: per run, its ``run_key`` then the ranges' bounds.  Rows: one per run, ``(position,
-    count, values)``, the values in coordinate order as PostgreSQL's binary array (:func:`float8_array`),
+    count, values)``, the values in coordinate order as PostgreSQL's binary array (:func:`float8_values`),
     ``NULL`` with a count of 0 for a run with none.  Each run is aggregated on its own, through its
     (run, coordinate) key: no join, no sort across runs.  The ranges must hold only coordinates the
     judged run has (its blocks), so that a count equal to theirs means the same coordinates.
@@ -182,12 +183,11 @@ _FLOAT8_OID = 701
 _ARRAY_HEADER = struct.Struct(">iiiii")  # dimensions, a NULL flag, the element type, size, lower bound
 
 
-@lru_cache(maxsize=256)
-def _float8_elements(count: int) -> struct.Struct:
-    return struct.Struct(">" + "4xd" * count)  # each element: its length (8), then the value
+#: One element of a ``float8[]`` in binary form: its length (8), then its big-endian IEEE 754 value.
+_FLOAT8_ELEMENT = np.dtype([("length", ">i4"), ("value", ">f8")])
 
 
-def float8_array(blob: bytes | memoryview) -> list[float]:
+def float8_values(blob: bytes | memoryview) -> np.ndarray:
     """Read a one-dimensional ``float8[]`` without NULLs in PostgreSQL's binary form (``array_send``).
 
     The header (dimensions, a NULL flag, the element type, then size and lower bound per
@@ -195,17 +195,21 @@ def float8_array(blob: bytes | memoryview) -> list[float]:
     floats the server holds, with no float written out as text and parsed again.
 
     :param blob: the ``bytea`` the statement returned.
+    :return: the values, as native ``float64``.
     :raises ValueError: not a one-dimensional array of non-NULL ``float8``.
     """
     data = memoryview(blob)
     if len(data) >= 12 and int.from_bytes(data[0:4], "big") == 0:
-        return []  # an empty array has no dimension
+        return np.empty(0)  # an empty array has no dimension
     if len(data) < _ARRAY_HEADER.size:
         raise ValueError("expected a one-dimensional float8 array without NULLs")
     dims, nulls, oid, count, _ = _ARRAY_HEADER.unpack_from(data)
     if dims != 1 or nulls or oid != _FLOAT8_OID or len(data) != _ARRAY_HEADER.size + 12 * count:
         raise ValueError("expected a one-dimensional float8 array without NULLs")
-    return list(_float8_elements(count).unpack_from(data, _ARRAY_HEADER.size))
+    elements = np.frombuffer(data, dtype=_FLOAT8_ELEMENT, count=count, offset=_ARRAY_HEADER.size)
+    if count and not (elements["length"] == 8).all():
+        raise ValueError("expected a one-dimensional float8 array without NULLs")
+    return elements["value"].astype(np.float64)
 
 
 def in_ranges(column: str, ranges: int) -> str:

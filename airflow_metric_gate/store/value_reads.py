@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from airflow_metric_gate.chunking import chunk_points
+from airflow_metric_gate.step_values import StepIndex, StepValues
 from airflow_metric_gate.store.core import _KEY_BATCH, StoreCore
 from airflow_metric_gate.store.points import Ordinals, read_at_step
 from airflow_metric_gate.store.rows import ValueRow
@@ -15,7 +18,7 @@ from airflow_metric_gate.store.sql import (
     BASELINE_RUNS_SQL,
     baseline_params,
     baseline_sql,
-    float8_array,
+    float8_values,
     in_ranges,
     night_arrays_params,
     night_arrays_sql,
@@ -185,14 +188,17 @@ class StoreValueReads(StoreCore):
 
     def declaration_night(
         self, run_id: str, key: tuple[str, str, str], run_ids: Sequence[str]
-    ) -> tuple[list[tuple[int, int | None, float, int]], dict[str, dict[int, float]]]:
+    ) -> tuple[list[tuple[int, int | None, float, int]], dict[str, Mapping[int, float]]]:
         """Return one declaration's values in a run, and its values in some other runs, in one transaction.
 
         What :meth:`run_values` and :meth:`values_in_runs` read, for one declaration's coordinates
         only (read through their index ranges): a night judged declaration by declaration holds one
         declaration's values and history at a time.  The other runs' values come in the shape the
         calibrated policy judges them in: by run, then by step (each coordinate's step is the one
-        the run's own row gives it, so no ordinal is worked out per value).
+        the run's own row gives it, so no ordinal is worked out per value).  On PostgreSQL a run
+        that has every one of the declaration's coordinates (the usual night) comes as one array
+        in coordinate order (:class:`~airflow_metric_gate.step_values.StepValues`, its steps shared
+        by every such run); a run that lacks some, as a ``dict``.
 
         :param run_id: the store run id.
         :param key: the declaration's ``(metric_key, steps_key, constraint_key)``.
@@ -220,8 +226,10 @@ class StoreValueReads(StoreCore):
                 others += [(start + i, keys[name]) for i, name in enumerate(chunk) if name in keys]
             most = self._ranges_per_chunk(len(others))
             current: list[tuple[int, int | None, float, int]] = []
-            # one dict per other run, by its position among ``others`` (the statement's ``k``)
+            # one dict per other run, by its position among ``others`` (the statement's ``k``), for the
+            # values not read as whole arrays; and each run's whole arrays, chunk by chunk
             by_position: list[dict[int, float]] = [{} for _ in others]
+            blocks = _Blocks(len(others))
             for ranges in _chunk_ranges(ordinals, len(ordinals), most):
                 bounds = [(lo, hi) for lo, hi, _ in ranges]
                 flat = [b for r in bounds for b in r]
@@ -237,7 +245,7 @@ class StoreValueReads(StoreCore):
                     step_of = {int(coordinate): int(step) for coordinate, step, _, _ in fetched}
                     self._plan_bulk_join(cur)
                     if self._value_arrays:
-                        self._night_arrays(cur, others, run_key, bounds, step_of, by_position)
+                        self._night_arrays(cur, others, run_key, bounds, step_of, by_position, blocks)
                     else:
                         self._execute(cur, run_values_sql(len(others), ranges=len(bounds)),
                                       baseline_params([k for _, k in others], run_key, bounds))
@@ -246,11 +254,12 @@ class StoreValueReads(StoreCore):
                     self._plan_bulk_join(cur, on=False)
                 del fetched
         current.sort(key=_fourth)
-        return current, {names[i]: values for (i, _), values in zip(others, by_position) if values}
+        nights = blocks.nights(by_position)
+        return current, {names[i]: values for (i, _), values in zip(others, nights) if values}
 
 
     def _night_arrays(self, cur: Any, others: list[tuple[int, int]], run_key: int, bounds: list[tuple[int, int]],
-                      step_of: dict[int, int], by_position: list[dict[int, float]]) -> None:
+                      step_of: dict[int, int], by_position: list[dict[int, float]], blocks: _Blocks) -> None:
         """Read the other runs' values of some coordinate ranges as one array per run (PostgreSQL).
 
         A run with every one of the run's coordinates in the ranges (the usual night) sends its
@@ -262,16 +271,18 @@ class StoreValueReads(StoreCore):
         :param run_key: the run's key.
         :param bounds: the coordinate ranges.
         :param step_of: the run's coordinates in the ranges -> their steps.
-        :param by_position: each other run's values by step, by position; filled in.
+        :param by_position: each other run's values by step, by position: the runs that lack some coordinates'.
+        :param blocks: each other run's whole arrays: the runs that have them all.
         """
         steps = [step_of[c] for c in sorted(step_of)]
+        blocks.start(steps)
         self._plan_serial(cur)
         self._execute(cur, night_arrays_sql(len(others), len(bounds)), night_arrays_params([k for _, k in others],
                                                                                            bounds))
         partial = []
         for k, count, values in cur.fetchall():
             if count == len(steps):  # the same coordinates (one value per coordinate and run): in order
-                by_position[k].update(zip(steps, float8_array(values)))
+                blocks.add(k, float8_values(values))
             elif count:
                 partial.append(k)
         if not partial:
@@ -280,6 +291,49 @@ class StoreValueReads(StoreCore):
                       baseline_params([others[k][1] for k in partial], run_key, bounds))
         for i, coordinates, values in cur.fetchall():
             by_position[partial[i]].update(zip(map(step_of.__getitem__, coordinates), values))
+
+
+class _Blocks:
+    """The other runs' values read as whole arrays, chunk by chunk (:meth:`StoreValueReads.declaration_night`).
+
+    :param runs: how many other runs.
+    """
+
+    def __init__(self, runs: int) -> None:
+        self.steps: list[list[int]] = []
+        self.arrays: list[list[tuple[int, Any]]] = [[] for _ in range(runs)]
+
+    def start(self, steps: list[int]) -> None:
+        """Begin a chunk whose coordinates have these steps, in coordinate order."""
+        self.steps.append(steps)
+
+    def add(self, k: int, values: Any) -> None:
+        """Take run ``k``'s values of the chunk, one per step of :meth:`start`, in order."""
+        self.arrays[k].append((len(self.steps) - 1, values))
+
+    def nights(self, by_position: list[dict[int, float]]) -> list[Mapping[int, float]]:
+        """Return each run's values by step: one array when it has every chunk whole, else a ``dict``.
+
+        :param by_position: each run's values read otherwise (a run lacking some coordinates).
+        """
+        if not self.steps:
+            return list(by_position)
+        whole = [step for steps in self.steps for step in steps]
+        index: StepIndex | None = None
+        out: list[Mapping[int, float]] = []
+        for k, parts in enumerate(self.arrays):
+            if len(parts) == len(self.steps) and not by_position[k]:
+                if index is None:
+                    index = StepIndex(whole)
+                values = parts[0][1] if len(parts) == 1 else np.concatenate([array for _, array in parts])
+                out.append(StepValues(index, values))
+                continue
+            night = by_position[k]
+            for chunk, array in parts:
+                night.update(zip(self.steps[chunk], array.tolist()))
+            out.append(night)
+        self.arrays = []
+        return out
 
 
 #: At most this many coordinate ranges in one chunk's statements (see :func:`_chunk_ranges`).

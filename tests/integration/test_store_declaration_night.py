@@ -13,7 +13,7 @@ import psycopg2
 import pytest
 
 from airflow_metric_gate.store import RunRow, ValueRow
-from airflow_metric_gate.store.sql import float8_array
+from airflow_metric_gate.store.sql import float8_values
 
 KEY = ("train/loss", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
 OTHER = ("eval/accuracy", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
@@ -66,13 +66,13 @@ def test_float8_arrays_in_binary_form_read_back_as_the_very_floats(pg_url):
         literal = "{" + ",".join(repr(v) for v in values) + "}"  # float8's own input: -0 stays -0
         cur.execute("SELECT array_send(%s::float8[]), %s::float8[]", (literal, literal))
         blob, text = cur.fetchone()
-        assert [repr(v) for v in float8_array(blob)] == [repr(v) for v in text] == [repr(v) for v in values]
+        assert [repr(v) for v in float8_values(blob).tolist()] == [repr(v) for v in text] == [repr(v) for v in values]
         cur.execute("SELECT array_send('{}'::float8[])")
-        assert float8_array(cur.fetchone()[0]) == []
+        assert float8_values(cur.fetchone()[0]).tolist() == []
         for wrong in ("ARRAY[1.0, NULL]::float8[]", "ARRAY[[1.0], [2.0]]::float8[]", "ARRAY[1, 2]::int8[]"):
             cur.execute(f"SELECT array_send({wrong})")
             with pytest.raises(ValueError):
-                float8_array(cur.fetchone()[0])
+                float8_values(cur.fetchone()[0])
 
 
 @pytest.mark.postgres
@@ -104,3 +104,26 @@ def test_values_and_baselines_come_in_ordinal_order_whatever_the_coordinates_ord
     assert [ordinal for *_, ordinal, _ in streamed] == list(range(10))
     assert [sorted(baseline) for *_, baseline in streamed] == [sorted(history[v.ordinal]) for v in current]
     assert streamed[0][0] == KEY and streamed[0][5] and len(streamed[0][5]) == 2
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("ranges_per_chunk", [1, 64])
+def test_whole_nights_come_as_one_array_each_sharing_their_steps(pg_url, monkeypatch, ranges_per_chunk):
+    """PostgreSQL: a night with every coordinate is one array (over every chunk); one that lacks some, a dict."""
+    from airflow_metric_gate.step_values import StepValues
+    from airflow_metric_gate.store import value_reads
+    from airflow_metric_gate.store.postgres import PostgresStore
+
+    monkeypatch.setattr(value_reads, "_RANGES_PER_CHUNK", ranges_per_chunk)
+    with PostgresStore.from_url(pg_url) as store:
+        _night(store, 0, range(20), other_steps=range(5))
+        whole = _night(store, 1, range(30))  # two ranges: steps 20-29 have coordinates after the other's
+        again = _night(store, 2, list(range(29, -1, -1)))
+        gappy = _night(store, 3, [s for s in range(30) if s != 25])
+        _night(store, 4, range(30))
+        _, found = store.declaration_night("n4", KEY, ["n1", "n2", "n3"])
+    assert isinstance(found["n1"], StepValues) and isinstance(found["n2"], StepValues)
+    assert found["n1"].index is found["n2"].index and len(found["n1"]) == 30
+    assert isinstance(found["n3"], dict)
+    for name, expected in (("n1", whole), ("n2", again), ("n3", gappy)):
+        assert sorted((s, repr(v)) for s, v in found[name].items()) == sorted((s, repr(v)) for s, v in expected.items())

@@ -12,12 +12,14 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_metric_gate.decision import calibrated
 from airflow_metric_gate.decision.calibrated import Candidate, HistoryChoice, judge_declaration
+from airflow_metric_gate.step_values import StepIndex, StepValues
 
 KEY = ("train/loss", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
 
@@ -109,3 +111,52 @@ def test_matrix_stands_aside_for_values_not_finite_or_negative_zero():
     for odd in (math.nan, math.inf, -0.0):
         history = [*fine, Candidate("b", "2026-01-02", True, None, {0: odd, 1: 2.0})]
         assert calibrated._Matrix.of(steps, history) is None
+
+
+def _as_arrays(choice: HistoryChoice, seed: int) -> HistoryChoice:
+    """The same nights as the store reads whole ones: one array each, steps in another order, shared per step set."""
+    rng = random.Random(seed)
+    indexes: dict[frozenset, StepIndex] = {}
+    nights = []
+    for c in choice.history:
+        if not c.values:
+            nights.append(c)
+            continue
+        steps = frozenset(c.values)
+        if steps not in indexes:
+            order = sorted(steps)
+            rng.shuffle(order)  # coordinate order need not be step order
+            indexes[steps] = StepIndex(order)
+        index = indexes[steps]
+        array = np.array([c.values[s] for s in index.steps], dtype=float)
+        nights.append(Candidate(c.run_id, c.logical_date, c.trusted, c.outcome, StepValues(index, array)))
+    return HistoryChoice(nights, [])
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(min_value=0, max_value=2**32 - 1))
+def test_nights_read_as_arrays_decide_as_nights_read_as_dicts(seed):
+    gate, tonight, choice = _case(seed)
+    arrays = _as_arrays(choice, seed)
+    assert [repr(sorted(c.values.items())) for c in arrays.history] == [
+        repr(sorted(c.values.items())) for c in choice.history]
+
+    def decide(history: HistoryChoice) -> str:
+        try:
+            d = judge_declaration(KEY, gate, tonight, history, run_id="tonight", logical_date="2026-02-01",
+                                  min_history=calibrated.CALIBRATION_MIN)
+        except ValueError as error:
+            return repr(error)
+        return repr((d.outcome, d.results, d.stored, d.report))
+
+    assert decide(arrays) == decide(choice)
+
+
+def test_matrix_stands_aside_for_arrays_not_finite_or_negative_zero():
+    index = StepIndex([1, 0])
+    fine = [Candidate("a", "2026-01-01", True, None, StepValues(index, np.array([2.0, 1.0])))]
+    matrix = calibrated._Matrix.of([0, 1, 5], fine)
+    assert matrix is not None and repr(matrix.values.tolist()) == repr([[1.0, 2.0, math.nan]])
+    for odd in (math.nan, math.inf, -0.0):
+        history = [*fine, Candidate("b", "2026-01-02", True, None, StepValues(index, np.array([odd, 1.0])))]
+        assert calibrated._Matrix.of([0, 1], history) is None
