@@ -47,6 +47,15 @@ def _nights(tmp_path, capsys, url, nights=8):
     return f"n{nights - 1}"
 
 
+@pytest.fixture
+def stored(tmp_path, capsys, pg_url):
+    """The store with eight nights gated, and the last night's run id (to evaluate again)."""
+    run_id = _nights(tmp_path, capsys, pg_url)
+    store = open_store(pg_url)
+    yield store, run_id
+    store.close()
+
+
 def _readers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("metric-gate-read")]
 
@@ -77,16 +86,13 @@ def test_reading_ahead_gives_the_verdict_of_reading_one_declaration_at_a_time(tm
     assert not _readers()
 
 
-def test_a_failure_while_judging_ends_the_reading_before_it_is_raised(tmp_path, capsys, pg_url, monkeypatch):
-    run_id = _nights(tmp_path, capsys, pg_url)
-    store = open_store(pg_url)
-    judge = pipeline_history.judge_calibrated
+def test_a_failure_while_judging_ends_the_reading_before_it_is_raised(stored, monkeypatch):
+    store, run_id = stored
+    judge, read = pipeline_history.judge_calibrated, PostgresStore.declaration_night
     judged: list[int] = []
-    read = PostgresStore.declaration_night
+    reads: list[tuple] = []
     reading = threading.Event()
     still_reading: list[bool] = []
-
-    reads: list[tuple] = []
 
     def slow_read(self, run, key, *args, **kwargs):
         reading.set()
@@ -115,16 +121,12 @@ def test_a_failure_while_judging_ends_the_reading_before_it_is_raised(tmp_path, 
     assert still_reading == [False] and not _readers()
     monkeypatch.setattr(pipeline_history, "judge_calibrated", judge)
     assert evaluate(store, run_id, record=False)["trusted"] is False  # the store's connection is fine
-    store.close()
 
 
-def test_a_read_failure_is_raised_at_its_declaration(tmp_path, capsys, pg_url, monkeypatch):
-    run_id = _nights(tmp_path, capsys, pg_url)
-    store = open_store(pg_url)
-    read = PostgresStore.declaration_night
+def test_a_read_failure_is_raised_at_its_declaration(stored, monkeypatch):
+    store, run_id = stored
+    judge, read = pipeline_history.judge_calibrated, PostgresStore.declaration_night
     judged: list[tuple] = []
-    judge = pipeline_history.judge_calibrated
-
     reads: list[tuple] = []
 
     def failing_read(self, run, key, *args, **kwargs):
@@ -142,4 +144,3 @@ def test_a_read_failure_is_raised_at_its_declaration(tmp_path, capsys, pg_url, m
     with pytest.raises(StoreUnavailable, match="the store went away"):
         evaluate(store, run_id, record=False)
     assert judged == reads[:2] and len(reads) == 3 and not _readers()
-    store.close()
