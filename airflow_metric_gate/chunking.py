@@ -8,11 +8,12 @@ changes no result: a night judged in one chunk and in many gives the same verdic
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import TypeVar
 
-__all__ = ["CHUNK_POINTS_ENV", "DEFAULT_CHUNK_POINTS", "batched", "chunk_points"]
+__all__ = ["CHUNK_POINTS_ENV", "DEFAULT_CHUNK_POINTS", "batched", "chunk_points", "read_ahead"]
 
 #: Points per chunk when nothing else is set.
 DEFAULT_CHUNK_POINTS = 100_000
@@ -20,6 +21,7 @@ DEFAULT_CHUNK_POINTS = 100_000
 CHUNK_POINTS_ENV = "METRIC_GATE_CHUNK_POINTS"
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 def chunk_points(given: int | None = None) -> int:
@@ -53,3 +55,37 @@ def batched(items: Iterable[T], size: int) -> Iterator[list[T]]:
         if not chunk:
             return
         yield chunk
+
+
+def read_ahead(read: Callable[[T], R], items: Iterable[T], *, ahead: bool) -> Generator[R, None, None]:
+    """Yield ``read(item)`` for each item in order; with ``ahead``, the next one is read while the caller works.
+
+    With ``ahead`` the reads run one after another on one reading thread, one read beyond the one
+    yielded: while the caller works on a chunk (with the interpreter lock free while the reading
+    thread waits on the database), the next chunk is read.  At most two results are held at once.
+    A read's error is raised at the item it belongs to.  Close the generator (``contextlib.closing``)
+    before anything else uses what ``read`` uses: closing waits for a read in flight.
+
+    :param read: reads one item; called from the reading thread with ``ahead`` (only one at a time).
+    :param items: the items, read once.
+    :param ahead: read on one reading thread, one item ahead (the store's connection allows it).
+    """
+    if not ahead:
+        for item in items:
+            yield read(item)
+        return
+    it = iter(items)
+    first = next(it, _NOTHING)
+    if first is _NOTHING:
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="metric-gate-read") as reader:
+        pending = reader.submit(read, first)  # type: ignore[arg-type]  # an item, not the marker
+        for item in it:
+            done = pending.result()
+            pending = reader.submit(read, item)
+            yield done
+            del done
+        yield pending.result()
+
+
+_NOTHING = object()

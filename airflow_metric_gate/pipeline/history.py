@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Generator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 
+from airflow_metric_gate.chunking import read_ahead
 from airflow_metric_gate.decision.history import Candidate, choose_bridge, choose_history, needs_bridge, night_trusted
 from airflow_metric_gate.decision.parameters import SHIFT_ADOPT
 from airflow_metric_gate.judging import CalibratedJudgement, judge_calibrated, merge_judgements
@@ -65,22 +65,11 @@ def _nights(store: MetricStore, run_id: str, keys: Sequence[tuple[str, str, str]
     """Yield each declaration's night (:meth:`MetricStore.declaration_night`), in the order of ``keys``.
 
     On a store whose connection another thread may use (``reads_ahead``), the next declaration's
-    night is read on one reading thread while the caller judges the one yielded: the server's work
-    on a read and the caller's work on the last one overlap.  Only the reading thread uses the store
-    until the last night is yielded; a read's error is raised here, at the night it belongs to.
+    night is read on one reading thread while the caller judges the one yielded
+    (:func:`~airflow_metric_gate.chunking.read_ahead`).
     """
-    if not store.reads_ahead or len(keys) < 2:
-        for key in keys:
-            yield store.declaration_night(run_id, key, needed)
-        return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="metric-gate-read") as reader:
-        ahead = reader.submit(store.declaration_night, run_id, keys[0], needed)
-        for key in keys[1:]:
-            night = ahead.result()
-            ahead = reader.submit(store.declaration_night, run_id, key, needed)
-            yield night
-            del night
-        yield ahead.result()
+    return read_ahead(lambda key: store.declaration_night(run_id, key, needed), keys,
+                      ahead=store.reads_ahead and len(keys) > 1)
 
 
 def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, run_errors: list,

@@ -1,0 +1,65 @@
+"""``read_ahead``: the reads in order, one item ahead on one reading thread, errors at their item."""
+
+from __future__ import annotations
+
+import threading
+from contextlib import closing
+
+import pytest
+
+from airflow_metric_gate.chunking import read_ahead
+
+
+def _readers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("metric-gate-read")]
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_reads_come_in_order_and_at_most_one_ahead(ahead):
+    read: list[int] = []
+    threads: set[str] = set()
+
+    def reading(item: int) -> int:
+        read.append(item)
+        threads.add(threading.current_thread().name)
+        return item * 10
+
+    out = []
+    for value in read_ahead(reading, range(5), ahead=ahead):
+        out.append(value)
+        assert len(read) - len(out) <= (1 if ahead else 0)  # never more than one read beyond the yielded
+    assert out == [0, 10, 20, 30, 40] and read == list(range(5))
+    assert len(threads) == 1 and next(iter(threads)).startswith("metric-gate-read") is ahead
+    assert list(read_ahead(reading, [], ahead=ahead)) == [] and not _readers()
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_a_read_error_is_raised_at_its_item(ahead):
+    def reading(item: int) -> int:
+        if item == 2:
+            raise LookupError("item 2 is gone")
+        return item
+
+    got = []
+    with pytest.raises(LookupError, match="item 2 is gone"):
+        for value in read_ahead(reading, range(5), ahead=ahead):
+            got.append(value)
+    assert got == [0, 1] and not _readers()
+
+
+def test_closing_waits_for_the_read_in_flight():
+    started, release = threading.Event(), threading.Event()
+    finished: list[int] = []
+
+    def reading(item: int) -> int:
+        if item == 1:
+            started.set()
+            release.wait(5)
+        finished.append(item)
+        return item
+
+    with closing(read_ahead(reading, range(3), ahead=True)) as values:
+        assert next(values) == 0
+        assert started.wait(5)  # the second item is being read
+        threading.Timer(0.2, release.set).start()
+    assert finished == [0, 1] and not _readers()  # closed only after the read in flight ended
