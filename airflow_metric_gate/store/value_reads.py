@@ -110,11 +110,11 @@ class StoreValueReads(StoreCore):
                 history: dict[int, list[float]] = {}
                 if base:
                     self._plan_bulk_join(cur)
-                    self._execute(cur, baseline_sql(len(base), arrays=arrays, ranges=len(bounds)),
-                                  baseline_params(base, run_key, bounds))
-                    if arrays:
-                        history = {coordinate: values for coordinate, values in cur.fetchall()}
+                    if arrays:  # each baseline run's values as one array, turned into each coordinate's list
+                        history = self._baselines_by_run(cur, base, run_key, bounds, sorted(steps))
                     else:
+                        self._execute(cur, baseline_sql(len(base), ranges=len(bounds)),
+                                      baseline_params(base, run_key, bounds))
                         history = _group_by_ordinal(cur.fetchall())  # grouped by coordinate here
                     self._plan_bulk_join(cur, on=False)
                 no_values: list[float] = []
@@ -125,6 +125,27 @@ class StoreValueReads(StoreCore):
                         step = steps[coordinate]
                         yield (key, step, read_at_step(step, at_step), value, coordinate + offset,
                                history.get(coordinate, no_values))
+
+    def _baselines_by_run(self, cur: Any, base: list[int], run_key: int, bounds: list[tuple[int, int]],
+                          coordinates: list[int]) -> dict[int, list[float]]:
+        """Return each coordinate's values in the baseline runs (PostgreSQL), read one array per run.
+
+        :param base: the baseline runs' keys.
+        :param run_key: the run's key.
+        :param bounds: the chunk's coordinate ranges (the run's blocks).
+        :param coordinates: the run's coordinates in them, in order.
+        """
+        whole, parts = self._runs_in_ranges(cur, base, run_key, bounds, len(coordinates))
+        if whole:  # nights x coordinates, read by coordinate: one list per coordinate in one call
+            lists = np.vstack([values for _, values in whole]).T.tolist()
+        else:
+            lists = [[] for _ in coordinates]
+        if parts:
+            at = {coordinate: i for i, coordinate in enumerate(coordinates)}
+            for _, found, values in parts:
+                for coordinate, value in zip(found, values):
+                    lists[at[coordinate]].append(value)
+        return dict(zip(coordinates, lists))
 
     def _ranges_per_chunk(self, other_runs: int) -> int:
         """How many coordinate ranges a chunk's statements bind, with ``other_runs`` branches besides the run's.
@@ -276,21 +297,42 @@ class StoreValueReads(StoreCore):
         """
         steps = [step_of[c] for c in sorted(step_of)]
         blocks.start(steps)
+        whole, parts = self._runs_in_ranges(cur, [k for _, k in others], run_key, bounds, len(steps))
+        for k, array in whole:
+            blocks.add(k, array)
+        for k, coordinates, values in parts:
+            by_position[k].update(zip(map(step_of.__getitem__, coordinates), values))
+
+    def _runs_in_ranges(self, cur: Any, run_keys: list[int], run_key: int, bounds: list[tuple[int, int]],
+                        count: int) -> tuple[list[tuple[int, np.ndarray]], list[tuple[int, list[int], list[float]]]]:
+        """Read other runs' values of some coordinate ranges of a run, one array per run (PostgreSQL).
+
+        A run with every one of the run's coordinates in the ranges (the usual night) sends its
+        values alone, in coordinate order; a run that lacks some is read again with its
+        coordinates.  The ranges are the run's blocks, so every coordinate in them is one of the run's.
+
+        :param run_keys: the other runs' keys.
+        :param run_key: the run's key.
+        :param bounds: the coordinate ranges.
+        :param count: how many of the run's coordinates the ranges hold.
+        :return: ``(position, values)`` of each run with all of them, in coordinate order, and
+            ``(position, coordinates, values)`` of each run with some; a run with none is left out
+            (positions index ``run_keys``).
+        """
         self._plan_serial(cur)
-        self._execute(cur, night_arrays_sql(len(others), len(bounds)), night_arrays_params([k for _, k in others],
-                                                                                           bounds))
+        self._execute(cur, night_arrays_sql(len(run_keys), len(bounds)), night_arrays_params(run_keys, bounds))
+        whole: list[tuple[int, np.ndarray]] = []
         partial = []
-        for k, count, values in cur.fetchall():
-            if count == len(steps):  # the same coordinates (one value per coordinate and run): in order
-                blocks.add(k, float8_values(values))
-            elif count:
+        for k, found, values in cur.fetchall():
+            if found == count:  # the same coordinates (one value per coordinate and run): in order
+                whole.append((k, float8_values(values)))
+            elif found:
                 partial.append(k)
         if not partial:
-            return
+            return whole, []
         self._execute(cur, run_values_sql(len(partial), ranges=len(bounds), by_run=True),
-                      baseline_params([others[k][1] for k in partial], run_key, bounds))
-        for i, coordinates, values in cur.fetchall():
-            by_position[partial[i]].update(zip(map(step_of.__getitem__, coordinates), values))
+                      baseline_params([run_keys[k] for k in partial], run_key, bounds))
+        return whole, [(partial[i], coordinates, values) for i, coordinates, values in cur.fetchall()]
 
 
 class _Blocks:

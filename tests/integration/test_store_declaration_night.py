@@ -127,3 +127,26 @@ def test_whole_nights_come_as_one_array_each_sharing_their_steps(pg_url, monkeyp
     assert isinstance(found["n3"], dict)
     for name, expected in (("n1", whole), ("n2", again), ("n3", gappy)):
         assert sorted((s, repr(v)) for s, v in found[name].items()) == sorted((s, repr(v)) for s, v in expected.items())
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 1000])
+def test_baselines_of_nights_with_gaps_are_each_coordinates_values(store, chunk):
+    """The reference read: whole nights (one array each on PostgreSQL), nights with gaps and extra steps, none."""
+    _night(store, 0, range(30), other_steps=range(5))
+    _night(store, 1, [s for s in range(30) if s % 4])  # gaps
+    _night(store, 2, range(45))  # steps tonight lacks
+    _night(store, 3, [])  # nothing of this declaration
+    _night(store, 4, list(range(29, -1, -1)), other_steps=range(3))  # another order
+    _night(store, 5, range(30), other_steps=range(5))  # tonight
+    current, history = store.run_values_and_baselines("n5", 20)
+    streamed = list(store.iter_values_and_baselines("n5", 20, chunk=chunk))
+    assert [(key, step, ordinal) for key, step, _, _, ordinal, _ in streamed] == [
+        ((v.metric_key, v.steps_key, v.constraint_key), v.step, v.ordinal) for v in current]
+    for (key, step, _, _, ordinal, baseline) in streamed:
+        expected = sorted(repr(x) for x in history.get(ordinal, []))
+        assert sorted(repr(x) for x in baseline) == expected
+        if key == KEY:  # by hand: every night's value of this step, where the night has it
+            by_hand = [100.0 * n + step + 0.25 for n in (0, 1, 2, 4) if n != 1 or step % 4]
+            assert sorted(baseline) == sorted(by_hand)
+        else:
+            assert sorted(baseline) == [-1.0] * (2 if step < 3 else 1)
