@@ -104,12 +104,19 @@ def reference(values: Sequence[float], aggregate: str = "mean") -> float:
     if aggregate == "median":
         ordered = sorted(values)
         mid = len(ordered) // 2
+        if ordered[mid] == 0.0 or (len(ordered) % 2 == 0 and ordered[mid - 1] == 0.0):
+            # zeros in the middle: -0.0 before 0.0, so the median's sign does not follow the values' order
+            ordered.sort(key=_signed_zero_order)
         if len(ordered) % 2:
             return float(ordered[mid])
         lo, hi = ordered[mid - 1], ordered[mid]
         middle = (lo + hi) / 2
         return middle if math.isfinite(middle) else lo / 2 + hi / 2
     raise ValueError(Aggregate.problem(aggregate, "aggregate"))
+
+
+def _signed_zero_order(value: float) -> tuple[float, float]:
+    return value, math.copysign(1.0, value)
 
 
 def overflow_message(n: int) -> str:
