@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from itertools import islice
 from typing import TypeVar
 
@@ -78,7 +78,9 @@ def read_ahead(read: Callable[[T], R], items: Iterable[T], *, ahead: bool) -> Ge
     first = next(it, _NOTHING)
     if first is _NOTHING:
         return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="metric-gate-read") as reader:
+    reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix="metric-gate-read")
+    pending: Future | None = None
+    try:
         pending = reader.submit(read, first)  # type: ignore[arg-type]  # an item, not the marker
         for item in it:
             done = pending.result()
@@ -86,6 +88,31 @@ def read_ahead(read: Callable[[T], R], items: Iterable[T], *, ahead: bool) -> Ge
             yield done
             del done
         yield pending.result()
+    finally:
+        _shut_down(reader, pending)
+
+
+def _shut_down(reader: ThreadPoolExecutor, pending: Future | None) -> None:
+    """Wait for the read in flight to end, even through an interruption (then raised once it has ended).
+
+    A second exception while the first unwinds (a task's timeout alarm, another Ctrl-C) must not
+    leave the reading thread using what the caller is about to close.  The read's own future is
+    waited for (a thread's ``join`` can return early once interrupted), then the idle thread.
+    """
+    interrupted: BaseException | None = None
+    for step in ("read", "thread"):
+        while True:
+            try:
+                if step == "read":
+                    if pending is not None:
+                        wait([pending])
+                else:
+                    reader.shutdown(wait=True)
+                break
+            except BaseException as error:  # noqa: BLE001  # not yet ended: wait again, raise it after
+                interrupted = interrupted or error
+    if interrupted is not None:
+        raise interrupted
 
 
 _NOTHING = object()

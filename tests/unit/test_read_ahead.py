@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 from contextlib import closing
 
@@ -63,3 +64,36 @@ def test_closing_waits_for_the_read_in_flight():
         assert started.wait(5)  # the second item is being read
         threading.Timer(0.2, release.set).start()
     assert finished == [0, 1] and not _readers()  # closed only after the read in flight ended
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"),
+                    reason="a timer signal reaches the main thread only")
+def test_an_interruption_while_closing_still_waits_for_the_read_then_is_raised():
+    """A task's timeout alarm arriving while a failure unwinds: the read in flight ends before anything goes on."""
+    release = threading.Event()
+    started = threading.Event()
+    finished: list[int] = []
+
+    def reading(item: int) -> int:
+        if item == 1:
+            started.set()
+            release.wait(5)
+        finished.append(item)
+        return item
+
+    def alarm(signum, frame):
+        threading.Timer(0.3, release.set).start()  # the read ends a little after the alarm
+        raise TimeoutError("the task timed out")
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    try:
+        with pytest.raises(TimeoutError, match="the task timed out"):
+            with closing(read_ahead(reading, range(3), ahead=True)) as values:
+                assert next(values) == 0
+                assert started.wait(5)
+                signal.setitimer(signal.ITIMER_REAL, 0.2)  # fires while closing waits for the read
+                raise RuntimeError("judging failed")
+        assert finished == [0, 1] and not _readers()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
