@@ -9,7 +9,7 @@ array.  The values are the very floats read, so a lookup gives what a ``dict`` o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import ItemsView, Iterator, Mapping, Sequence, ValuesView
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class StepValues(Mapping[int, float]):
         self.values_array = values
 
     def __getitem__(self, step: int) -> float:
-        return float(self.values_array[self.index.position[step]])
+        return self.values_array.item(self.index.position[step])
 
     def __contains__(self, step: object) -> bool:
         return step in self.index.position
@@ -67,6 +67,12 @@ class StepValues(Mapping[int, float]):
 
     def __len__(self) -> int:
         return len(self.index.steps)
+
+    def items(self) -> ItemsView[int, float]:
+        return _Items(self)
+
+    def values(self) -> ValuesView[float]:
+        return _Values(self)
 
     def taken(self, positions: np.ndarray) -> np.ndarray:
         """Return the values at ``positions`` (:meth:`StepIndex.positions`), NaN where it is ``-1``.
@@ -78,3 +84,21 @@ class StepValues(Mapping[int, float]):
         out = self.values_array[np.maximum(positions, 0)]  # a new array
         out[positions < 0] = np.nan
         return out
+
+
+class _Items(ItemsView[int, float]):
+    """A night's ``(step, value)`` pairs, made from the array in one call (not a lookup per step)."""
+
+    _mapping: StepValues
+
+    def __iter__(self) -> Iterator[tuple[int, float]]:
+        return zip(self._mapping.index.steps, self._mapping.values_array.tolist())
+
+
+class _Values(ValuesView[float]):
+    """A night's values in the order of its steps, made from the array in one call."""
+
+    _mapping: StepValues
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._mapping.values_array.tolist())

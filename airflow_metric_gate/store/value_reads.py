@@ -137,7 +137,10 @@ class StoreValueReads(StoreCore):
         """
         whole, parts = self._runs_in_ranges(cur, base, run_key, bounds, len(coordinates))
         if whole:  # nights x coordinates, read by coordinate: one list per coordinate in one call
-            lists = np.vstack([values for _, values in whole]).T.tolist()
+            matrix = np.vstack([values for _, values in whole])
+            del whole  # the nights' own arrays are in the matrix now
+            lists = matrix.T.tolist()
+            del matrix
         else:
             lists = [[] for _ in coordinates]
         if parts:
@@ -323,11 +326,13 @@ class StoreValueReads(StoreCore):
         self._execute(cur, night_arrays_sql(len(run_keys), len(bounds)), night_arrays_params(run_keys, bounds))
         whole: list[tuple[int, np.ndarray]] = []
         partial = []
-        for k, found, values in cur.fetchall():
-            if found == count:  # the same coordinates (one value per coordinate and run): in order
+        for k, found, values in iter(cur.fetchone, None):  # row by row: each night's bytes let go once read
+            # the same coordinates (one value per coordinate and run): in order
+            if found == count and values is not None:
                 whole.append((k, float8_values(values)))
             elif found:
                 partial.append(k)
+            del values
         if not partial:
             return whole, []
         self._execute(cur, run_values_sql(len(partial), ranges=len(bounds), by_run=True),

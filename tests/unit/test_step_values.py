@@ -37,3 +37,11 @@ def test_positions_take_tonights_steps_with_nan_for_those_the_night_lacks():
 def test_values_must_be_one_per_step():
     with pytest.raises(ValueError, match="expected 2 values, one per step"):
         StepValues(StepIndex([1, 2]), np.array([1.0, 2.0, 3.0]))
+
+
+def test_items_and_values_come_from_the_array_in_step_order():
+    night = StepValues(StepIndex([30, 10, 20]), np.array([3.5, 1.0, -0.0]))
+    assert list(night.items()) == [(30, 3.5), (10, 1.0), (20, -0.0)] and repr(list(night.values())[2]) == "-0.0"
+    assert all(type(v) is float for v in night.values())
+    assert (10, 1.0) in night.items() and (10, 2.0) not in night.items()
+    assert len(night.items()) == 3 and 1.0 in night.values()
