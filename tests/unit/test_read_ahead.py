@@ -48,7 +48,8 @@ def test_a_read_error_is_raised_at_its_item(ahead):
     assert got == [0, 1] and not _readers()
 
 
-def test_closing_waits_for_the_read_in_flight():
+def _held_second_read():
+    """A read whose second item waits for ``release``: ``(read, started, release, finished)``."""
     started, release = threading.Event(), threading.Event()
     finished: list[int] = []
 
@@ -59,6 +60,11 @@ def test_closing_waits_for_the_read_in_flight():
         finished.append(item)
         return item
 
+    return reading, started, release, finished
+
+
+def test_closing_waits_for_the_read_in_flight():
+    reading, started, release, finished = _held_second_read()
     with closing(read_ahead(reading, range(3), ahead=True)) as values:
         assert next(values) == 0
         assert started.wait(5)  # the second item is being read
@@ -70,16 +76,7 @@ def test_closing_waits_for_the_read_in_flight():
                     reason="a timer signal reaches the main thread only")
 def test_an_interruption_while_closing_still_waits_for_the_read_then_is_raised():
     """A task's timeout alarm arriving while a failure unwinds: the read in flight ends before anything goes on."""
-    release = threading.Event()
-    started = threading.Event()
-    finished: list[int] = []
-
-    def reading(item: int) -> int:
-        if item == 1:
-            started.set()
-            release.wait(5)
-        finished.append(item)
-        return item
+    reading, started, release, finished = _held_second_read()
 
     def alarm(signum, frame):
         threading.Timer(0.3, release.set).start()  # the read ends a little after the alarm
