@@ -100,14 +100,10 @@ def _shut_down(reader: ThreadPoolExecutor, pending: Future | None) -> None:
     waited for (a thread's ``join`` can return early once interrupted), then the idle thread.
     """
     interrupted: BaseException | None = None
-    for step in ("read", "thread"):
+    for finish in (lambda: pending is None or wait([pending]), lambda: reader.shutdown(wait=True)):
         while True:
             try:
-                if step == "read":
-                    if pending is not None:
-                        wait([pending])
-                else:
-                    reader.shutdown(wait=True)
+                finish()
                 break
             except BaseException as error:  # noqa: BLE001  # not yet ended: wait again, raise it after
                 interrupted = interrupted or error
