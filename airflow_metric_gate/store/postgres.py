@@ -28,7 +28,13 @@ from airflow_metric_gate.store.pg_client import (
 )
 from airflow_metric_gate.store.points import PointRows
 from airflow_metric_gate.store.rows import POINT_COLUMNS, RunRow
-from airflow_metric_gate.store.schema import DEFAULT_PARTITION, RUN_KEY_MONTH_SHIFT, month_partition, run_key_month
+from airflow_metric_gate.store.schema import (
+    DEFAULT_PARTITION,
+    RUN_KEY_MONTH_SHIFT,
+    month_partition,
+    points_index_sql,
+    run_key_month,
+)
 from airflow_metric_gate.store.urls import Timeouts, parse_postgres_url, scrub
 
 
@@ -240,9 +246,8 @@ class PostgresStore(MetricStore):
             f"SET lock_timeout = '{lock_ms}ms'; SET statement_timeout = '{self.timeouts.statement_ms}ms'; "
             f'CREATE TABLE IF NOT EXISTS "{name}" (run_key INTEGER NOT NULL, coordinate INTEGER NOT NULL, '
             f"value DOUBLE PRECISION NOT NULL, at_step BIGINT, "
-            f'CONSTRAINT "{name}_months_keys" CHECK (run_key >= {low} AND run_key < {high}), '
-            f'CONSTRAINT "{name}_pkey" PRIMARY KEY (run_key, coordinate) WITH (fillfactor = 100)) '
-            "WITH (fillfactor = 100); "
+            f'CONSTRAINT "{name}_months_keys" CHECK (run_key >= {low} AND run_key < {high})) '
+            f"WITH (fillfactor = 100); {points_index_sql(name)}; "
             f'ALTER TABLE metric_points ATTACH PARTITION "{name}" FOR VALUES FROM ({low}) TO ({high}); '
             "RESET lock_timeout; RESET statement_timeout"
         )

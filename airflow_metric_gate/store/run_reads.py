@@ -9,7 +9,14 @@ from datetime import datetime
 from airflow_metric_gate.store.core import StoreCore
 from airflow_metric_gate.store.points import AT_STEP_SQL
 from airflow_metric_gate.store.rows import HistoryWindow, RunRow, WindowRun
-from airflow_metric_gate.store.sql import BRIDGE_RUNS_SQL, CANDIDATE_RUNS_SQL, HISTORY_WINDOW_SQL, RUN_COLUMNS, equal_to
+from airflow_metric_gate.store.sql import (
+    BRIDGE_RUNS_SQL,
+    CANDIDATE_RUNS_SQL,
+    GROUP_BITS,
+    HISTORY_WINDOW_SQL,
+    RUN_COLUMNS,
+    equal_to,
+)
 
 
 class StoreRunReads(StoreCore):
@@ -143,7 +150,8 @@ class StoreRunReads(StoreCore):
             "SELECT r.run_id, r.logical_date, r.backend, r.suite, r.role, r.status, "
             f"d.steps_key, d.constraint_key, c.step, {AT_STEP_SQL.format(p='v', c='c')}, v.value "
             "FROM runs r CROSS JOIN declarations d JOIN coordinates c ON c.declaration = d.declaration "
-            "JOIN metric_points v ON v.run_key = r.run_key AND v.coordinate = c.coordinate "
+            f"JOIN metric_points v ON v.run_key = r.run_key AND (v.coordinate >> {GROUP_BITS}) = "
+            f"(c.coordinate >> {GROUP_BITS}) AND v.coordinate = c.coordinate "
             "WHERE "
         )
         where, params = equal_to((("d.metric_key", metric_key), ("r.series", series), ("r.backend", backend),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..dates import utc
+from .sql import GROUP_BITS
 
 SCHEMA_VERSION_TABLE = "metric_gate_schema"
 
@@ -266,6 +267,36 @@ _V7 = {
     "sqlite": [],
 }
 
+# Version 8 (PostgreSQL): ``metric_points`` loses its (run_key, coordinate) primary key, which took
+# 20 bytes a value (an index entry of its own per row, more than any row's 44 bytes of heap could
+# leave under 64), for an index on (run_key, coordinate >> 6): a run's values in groups of 64
+# consecutive coordinates, each group one entry listing its rows' addresses, about 6 bytes a value.
+# Statements name the group as well as the coordinates they read (``sql.in_ranges``).  A run's
+# values stay one per coordinate because the only writer of a run's values is its write
+# transaction, which locks the run's row, deletes what the run held and refuses a night that gives
+# one coordinate two values before it commits (``StoreWrites._write_points``).  SQLite keeps its
+# clustered primary key (the table is the index there: nothing to save).
+POINTS_INDEX = "metric_points_run_group_idx"
+_POINTS_INDEX_SQL = (
+    f'CREATE INDEX IF NOT EXISTS "{{name}}" ON {{table}} (run_key, (coordinate >> {GROUP_BITS})) '
+    "WITH (fillfactor = 100)"
+)
+_V8 = {
+    "postgres": [
+        "ALTER TABLE metric_points DROP CONSTRAINT metric_points_run_coordinate_key",
+        _POINTS_INDEX_SQL.format(name=POINTS_INDEX, table="metric_points"),
+    ],
+    "sqlite": [],
+}
+
+
+def points_index_sql(partition: str) -> str:
+    """Return the statement that makes a month's partition its part of the values index (before it is attached).
+
+    :param partition: the partition's name.
+    """
+    return _POINTS_INDEX_SQL.format(name=f"{partition}_run_group_idx", table=f'"{partition}"')
+
 
 def run_key_month(logical_date: datetime) -> int:
     """The month a run of this logical date is kept under (its run key's high bits), as version 7 numbers it.
@@ -288,7 +319,7 @@ def month_partition(month: int) -> tuple[str, int, int]:
 
 #: Every migration in order; version N is MIGRATIONS[N - 1]: statements for both dialects, or a
 #: dialect -> statements mapping where they differ.
-MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7]
+MIGRATIONS: list[list[str] | dict[str, list[str]]] = [_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8]
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -13,7 +13,14 @@ from airflow_metric_gate.store.core import StoreCore
 from airflow_metric_gate.store.errors import StoreInputError
 from airflow_metric_gate.store.points import AT_STEP_SQL, read_at_step
 from airflow_metric_gate.store.rows import RunRow, ValueRow
-from airflow_metric_gate.store.sql import BASELINE_RUNS_SQL, RUN_COLUMNS
+from airflow_metric_gate.store.sql import (
+    BASELINE_RUNS_SQL,
+    GROUP_BITS,
+    RUN_COLUMNS,
+    group_of,
+    in_ranges,
+    ranges_params,
+)
 
 
 class StoreSeriesReads(StoreCore):
@@ -144,7 +151,8 @@ class StoreSeriesReads(StoreCore):
             params = [*params, self._ts(until)]
         sql = (
             "SELECT r.run_id, r.logical_date, r.role, r.status, r.dag_id, r.airflow_run_id, v.value, v.at_step "
-            "FROM runs r JOIN metric_points v ON v.run_key = r.run_key AND v.coordinate = %s "
+            f"FROM runs r JOIN metric_points v ON v.run_key = r.run_key AND (v.coordinate >> {GROUP_BITS}) = %s "
+            "AND v.coordinate = %s "
             f"WHERE r.series = %s AND r.backend = %s AND r.suite = %s{where} "
             "ORDER BY r.logical_date DESC, r.run_id DESC LIMIT %s"
         )
@@ -158,7 +166,7 @@ class StoreSeriesReads(StoreCore):
             found = cur.fetchone()
             if found is None:
                 return []
-            self._execute(cur, sql, (found[0], series, backend, suite, *params, limit))
+            self._execute(cur, sql, (group_of(found[0]), found[0], series, backend, suite, *params, limit))
             rows = [dict(zip(keys, row)) for row in cur.fetchall()]
         for row in rows:
             row["logical_date"] = self._from_ts(row["logical_date"])
@@ -191,9 +199,9 @@ class StoreSeriesReads(StoreCore):
                 cur,
                 "SELECT p.coordinate, c.step, p.value, p.at_step FROM metric_points p "
                 "JOIN coordinates c ON c.coordinate = p.coordinate "
-                "WHERE p.run_key = %s AND p.coordinate BETWEEN %s AND %s AND c.declaration = %s "
+                "WHERE p.run_key = %s" + in_ranges("p.coordinate", 1) + " AND c.declaration = %s "
                 "ORDER BY c.step LIMIT %s",
-                (run_key, lo, hi, declaration, limit),
+                (run_key, *ranges_params([(lo, hi)]), declaration, limit),
             )
             return [ValueRow(ordinals.ordinal(coordinate), metric_key, steps_key, constraint_key, step, value,
                              read_at_step(step, at)) for coordinate, step, value, at in cur.fetchall()]
@@ -222,15 +230,15 @@ class StoreSeriesReads(StoreCore):
             self._execute(cur, "SELECT MIN(coordinate), MAX(coordinate) FROM coordinates WHERE declaration = %s",
                           (declaration,))
             lo, hi = cur.fetchone()
-            # The baseline runs as a VALUES list joined on the (run_key, coordinate) key: one short
+            # The baseline runs as a VALUES list joined on the (run, coordinate group) index: one short
             # range per run.
             runs = ", ".join(["(%s)"] * len(base))
             self._execute(
                 cur,
-                f"SELECT c.step, m.value FROM (VALUES {runs}) b JOIN metric_points m ON m.run_key = b.column1 "
-                "AND m.coordinate BETWEEN %s AND %s JOIN coordinates c ON c.coordinate = m.coordinate "
+                f"SELECT c.step, m.value FROM (VALUES {runs}) b JOIN metric_points m ON m.run_key = b.column1"
+                + in_ranges("m.coordinate", 1) + " JOIN coordinates c ON c.coordinate = m.coordinate "
                 "WHERE c.declaration = %s",
-                (*base, lo, hi, declaration),
+                (*base, *ranges_params([(lo, hi)]), declaration),
             )
             for step, value in cur.fetchall():
                 out.setdefault(step, []).append(value)

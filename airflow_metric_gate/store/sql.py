@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["BASELINE_RUNS_SQL", "BRIDGE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS",
-           "baseline_params", "baseline_sql", "equal_to", "float8_values", "in_ranges", "night_arrays_params",
-           "night_arrays_sql", "run_values_sql"]
+           "GROUP_BITS", "baseline_params", "baseline_sql", "equal_to", "float8_values", "group_of", "in_ranges",
+           "night_arrays_params", "night_arrays_sql", "ranges_params", "run_values_sql"]
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
 #: before its logical date (``fence``), shared by the statements that read its earlier runs.
@@ -96,7 +96,7 @@ ORDER BY win.logical_date DESC, win.run_id DESC
 """
 
 #: The baselines of every coordinate of a run in one statement.  Each baseline run's rows are read
-#: by their own branch, through the (run_id, coordinate) index, so the cost follows the number of
+#: by their own branch, through the (run, coordinate group) index, so the cost follows the number of
 #: baseline runs and coordinates, never the length of the stored history.
 _BASELINE_SQL = """
 SELECT c.coordinate, {select}
@@ -135,8 +135,8 @@ def night_arrays_sql(runs: int, ranges: int) -> str:
 
     Parameters: per run, its ``run_key`` then the ranges' bounds.  Rows: one per run, ``(position,
     count, values)``, the values in coordinate order as PostgreSQL's binary array (:func:`float8_values`),
-    ``NULL`` with a count of 0 for a run with none.  Each run is aggregated on its own, through its
-    (run, coordinate) key: no join, no sort across runs.  The ranges must hold only coordinates the
+    ``NULL`` with a count of 0 for a run with none.  Each run is aggregated on its own, through the
+    (run, coordinate group) index: no join, no sort across runs.  The ranges must hold only coordinates the
     judged run has (its blocks), so that a count equal to theirs means the same coordinates.
 
     :param runs: how many runs.
@@ -153,7 +153,7 @@ def night_arrays_params(run_keys: Sequence[int], ranges: Sequence[tuple[int, int
     :param run_keys: the runs' keys.
     :param ranges: the coordinate ranges, ``(lowest, highest)``.
     """
-    bounds = [b for r in ranges for b in r]
+    bounds = ranges_params(ranges)
     return [x for key in run_keys for x in (key, *bounds)]
 
 
@@ -212,15 +212,43 @@ def float8_values(blob: bytes | memoryview) -> np.ndarray:
     return elements["value"].astype(np.float64)
 
 
+#: ``metric_points`` is indexed on PostgreSQL by ``(run_key, coordinate >> GROUP_BITS)`` (schema
+#: version 8): a run's values in groups of 64 consecutive coordinates, each group one index entry
+#: with the addresses of its rows (B-tree deduplication), about 6 bytes a value where a key of its
+#: own per row took 20.  A statement reaches a run's rows by group, then keeps the coordinates it
+#: wants.
+GROUP_BITS = 6
+
+
+def group_of(coordinate: int) -> int:
+    """Return the index group of a coordinate (see :data:`GROUP_BITS`)."""
+    return coordinate >> GROUP_BITS
+
+
 def in_ranges(column: str, ranges: int) -> str:
-    """`` AND (column BETWEEN %s AND %s OR ...)`` for ``ranges`` ranges (nothing for none).
+    """`` AND (column >> 6) BETWEEN %s AND %s AND (column BETWEEN %s AND %s OR ...)`` for ``ranges`` ranges.
+
+    The first two parameters bound the groups of all the ranges (the index's second column), the
+    rest each range (nothing at all for no range); :func:`ranges_params` gives them in that order.
 
     :param column: the column the ranges bound.
-    :param ranges: how many ranges (two parameters each).
+    :param ranges: how many ranges.
     """
     if not ranges:
         return ""
-    return " AND (" + " OR ".join([f"{column} BETWEEN %s AND %s"] * ranges) + ")"
+    return (f" AND ({column} >> {GROUP_BITS}) BETWEEN %s AND %s AND ("
+            + " OR ".join([f"{column} BETWEEN %s AND %s"] * ranges) + ")")
+
+
+def ranges_params(ranges: Sequence[tuple[int, int]]) -> list[int]:
+    """Return the parameters of :func:`in_ranges`: the groups the ranges span, then each range's ends.
+
+    :param ranges: the coordinate ranges ``(lowest, highest)``, both ends inclusive.
+    """
+    if not ranges:
+        return []
+    return [group_of(min(lo for lo, _ in ranges)), group_of(max(hi for _, hi in ranges)),
+            *(b for r in ranges for b in r)]
 
 
 def baseline_params(baseline_keys: Sequence[int], run_key: int, ranges: Sequence[tuple[int, int]] = ()) -> list[int]:
@@ -230,9 +258,8 @@ def baseline_params(baseline_keys: Sequence[int], run_key: int, ranges: Sequence
     :param run_key: the run's ``run_key``.
     :param ranges: the coordinate ranges ``(lowest, highest)`` read, both ends inclusive.
     """
-    bounds = [b for r in ranges for b in r]
+    bounds = ranges_params(ranges)
     return [p for key in baseline_keys for p in (key, *bounds)] + [run_key, *bounds]
-
 
 
 #: The columns of ``runs`` that :class:`~airflow_metric_gate.store.rows.RunRow` is read from, in its order.

@@ -22,6 +22,7 @@ from airflow_metric_gate.store.sql import (
     in_ranges,
     night_arrays_params,
     night_arrays_sql,
+    ranges_params,
     run_values_sql,
 )
 
@@ -103,7 +104,7 @@ class StoreValueReads(StoreCore):
                     steps.update(cur.fetchall())
                 self._execute(cur, "SELECT coordinate, value, at_step FROM metric_points WHERE run_key = %s"
                               + in_ranges("coordinate", len(bounds)) + " ORDER BY coordinate",
-                              [run_key, *[b for r in bounds for b in r]])
+                              [run_key, *ranges_params(bounds)])
                 # each range lies in one block, where ordinals follow coordinates: the rows of each
                 # range in coordinate order, the ranges in ordinal order, are the values in ordinal order
                 by_range = _rows_by_range(cur.fetchall(), ranges)
@@ -256,11 +257,10 @@ class StoreValueReads(StoreCore):
             blocks = _Blocks(len(others))
             for ranges in _chunk_ranges(ordinals, len(ordinals), most):
                 bounds = [(lo, hi) for lo, hi, _ in ranges]
-                flat = [b for r in bounds for b in r]
                 self._execute(cur, "SELECT p.coordinate, c.step, p.value, p.at_step FROM metric_points p "
                               "JOIN coordinates c ON c.coordinate = p.coordinate "
                               "WHERE p.run_key = %s AND c.declaration = %s" + in_ranges("p.coordinate", len(bounds)),
-                              [run_key, declaration, *flat])
+                              [run_key, declaration, *ranges_params(bounds)])
                 fetched = cur.fetchall()
                 ordinal = ordinals.ordinal
                 current += [(step, read_at_step(step, at), value, ordinal(coordinate))

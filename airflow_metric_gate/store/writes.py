@@ -49,6 +49,7 @@ class StoreWrites(StoreCoordinates):
         for groups in chunks:
             rows, found = self._points_of(cur, run_key, groups, declarations)
             del groups
+            self._refuse_repeats(cur, found)  # before the chunk is sent
             self._bulk_insert_values(cur, rows)
             written += len(rows)
             del rows
@@ -59,12 +60,33 @@ class StoreWrites(StoreCoordinates):
                     blocks[-1] = (c, o, n + fn, d)
                     found = found[1:]
             blocks.extend(found)
+        self._refuse_repeats(cur, blocks)  # across chunks; the transaction is rolled back
         most = max(1, min(1000, self.max_parameters // 5))
         for start in range(0, len(blocks), most):
             part = blocks[start:start + most]
             self._execute(cur, "INSERT INTO run_blocks (run_key, coordinate, ordinal, length, declaration) VALUES "
                           + ", ".join(["(%s, %s, %s, %s, %s)"] * len(part)), [x for b in part for x in (run_key, *b)])
         return written
+
+    def _refuse_repeats(self, cur: Any, blocks: Sequence[Block]) -> None:
+        """Refuse a night that gives one coordinate two values (blocks that overlap), naming it.
+
+        On PostgreSQL nothing else keeps a run's values one per coordinate: the values' index is not
+        unique (schema version 8).
+
+        :param blocks: blocks of the run's values, in any order.
+        """
+        repeated = repeated_coordinate(blocks)
+        if repeated is None:
+            return
+        self._execute(cur, "SELECT d.metric_key, d.steps_key, d.constraint_key, c.step FROM coordinates c "
+                      "JOIN declarations d ON d.declaration = c.declaration WHERE c.coordinate = %s", (repeated,))
+        metric_key, steps_key, constraint_key, step = cur.fetchone()
+        raise StoreInputError(
+            f"refusing to store two values of {metric_key} step {step} (steps {steps_key}, constraint "
+            f"{constraint_key}) in one night: a night holds one value per metric, step and declaration; "
+            "nothing was written"
+        )
 
     def write_run(self, run: RunRow, values: Sequence[ValueRow]) -> int:
         """Write a run and all its values atomically (see :meth:`write_night`); return how many values.
@@ -254,6 +276,19 @@ def _refuse_non_finite(value: float, metric_key: str, step: int) -> None:
         raise StoreInputError(
             f"refusing to store non-finite value {value!r} for {metric_key} step {step}; nothing was written"
         )
+
+
+def repeated_coordinate(blocks: Iterable[Block]) -> int | None:
+    """Return a coordinate that two of these blocks both hold (the lowest such block start), or ``None``.
+
+    :param blocks: ``(coordinate, ordinal, length, declaration)`` blocks, in any order.
+    """
+    end = None
+    for coordinate, _, length, _ in sorted(blocks):
+        if end is not None and coordinate < end:
+            return coordinate
+        end = coordinate + length if end is None else max(end, coordinate + length)
+    return None
 
 
 def groups_of(values: Iterable[ValueRow]) -> list[PointGroup]:

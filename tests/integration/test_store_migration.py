@@ -7,7 +7,13 @@ from datetime import datetime, timezone
 import pytest
 
 from airflow_metric_gate.store import RunRow, ValueRow, open_store
-from airflow_metric_gate.store.schema import SCHEMA_VERSION, SCHEMA_VERSION_TABLE, migration_statements
+from airflow_metric_gate.store.schema import (
+    RUN_KEY_MONTH_SHIFT,
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_TABLE,
+    migration_statements,
+    run_key_month,
+)
 
 COORD = ("m", '"all"', '{"rel_down":1,"rel_up":1}')
 
@@ -102,13 +108,16 @@ def test_every_earlier_version_is_upgraded_with_its_runs_statuses_marks_and_valu
     with open_store(store_url) as store:
         _create_at(store, version)
         with store._transaction(schema=False) as cur:
-            for run_id, status in (("a", "trusted"), ("b", "untrusted")):
+            for n, (run_id, status) in enumerate((("a", "trusted"), ("b", "untrusted")), start=1):
+                # PostgreSQL from version 7 on: a run's key is given, numbered within its month
+                keyed = version >= 7 and store.dialect == "postgres"
                 store._execute(
                     cur, "INSERT INTO runs (run_id, series, backend, suite, role, status, logical_date, created_at, "
-                    "updated_at, rebaseline, provenance, status_reason) VALUES (%s, 's', 'cuda', 'default', "
-                    "'baseline', %s, %s, %s, %s, %s, %s, %s)",
+                    f"updated_at, rebaseline, provenance, status_reason{', run_key' if keyed else ''}) VALUES (%s, "
+                    f"'s', 'cuda', 'default', 'baseline', %s, %s, %s, %s, %s, %s, %s{', %s' if keyed else ''})",
                     (run_id, status, *[store._ts(day)] * 3, store._bool(run_id == "a"),
-                     '{"marks": [{"status": "untrusted", "by": "x"}]}' if run_id == "b" else None, f"{status} note"))
+                     '{"marks": [{"status": "untrusted", "by": "x"}]}' if run_id == "b" else None, f"{status} note",
+                     *([(run_key_month(day) << RUN_KEY_MONTH_SHIFT) + n] if keyed else [])))
                 _insert_value(store, cur, version, run_id, COORD, 3, 0.25, 3, 0)
             if version >= 4:
                 store._execute(cur, "UPDATE runs SET outcomes = %s WHERE run_id = 'a'", ('{"k": {"o": "pass"}}',))

@@ -15,7 +15,14 @@ import pytest
 
 from airflow_metric_gate.cli import EXIT_OK, main
 from airflow_metric_gate.store import RunRow, ValueRow, open_store
-from airflow_metric_gate.store.schema import RUN_KEY_MONTH_SHIFT, SCHEMA_VERSION_TABLE, migration_statements
+from airflow_metric_gate.store.schema import (
+    POINTS_INDEX,
+    RUN_KEY_MONTH_SHIFT,
+    SCHEMA_VERSION,
+    SCHEMA_VERSION_TABLE,
+    migration_statements,
+    run_key_month,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -123,7 +130,7 @@ def test_a_version_6_store_is_renumbered_by_month_with_every_value_kept(pg_url):
                 cur.execute("INSERT INTO run_blocks VALUES (%s, 1, 0, 3, 1)", (key,))
         before = {run_id: [(v.step, v.value) for v in store.run_values(run_id)] for run_id in NIGHTS}
         store._schema_ready = False
-        assert store.upgrade() == (6, 7)
+        assert store.upgrade() == (6, SCHEMA_VERSION)
         keys = _run_keys(store)
         assert {r: _month_of(k) for r, k in keys.items()} == {r: MONTHS[r.split("-")[0]] for r in NIGHTS}
         assert {run_id: [(v.step, v.value) for v in store.run_values(run_id)] for run_id in NIGHTS} == before
@@ -132,6 +139,62 @@ def test_a_version_6_store_is_renumbered_by_month_with_every_value_kept(pg_url):
         store.write_run(_run("jan-3", datetime(2026, 1, 20, tzinfo=timezone.utc)), _values(3))
         new = _run_keys(store)["jan-3"]
         assert _month_of(new) == "2026_01" and new not in keys.values()
+
+
+def _indexes(store):
+    """Each table of ``metric_points`` (the parent and its partitions) -> its indexes' definitions."""
+    with store._transaction() as cur:
+        cur.execute("SELECT t.relname, pg_get_indexdef(x.indexrelid) FROM pg_index x "
+                    "JOIN pg_class t ON t.oid = x.indrelid WHERE t.relname LIKE 'metric_points%%' ORDER BY 1, 2")
+        found: dict[str, list[str]] = {}
+        for table, definition in cur.fetchall():
+            found.setdefault(table, []).append(definition.split(" USING ", 1)[1])
+        return found
+
+
+def test_a_version_7_store_trades_its_primary_key_for_the_group_index_keeping_every_value(pg_url):
+    """Version 8: the months' partitions, the default one and one a version 7 writer attached all change."""
+    with open_store(pg_url) as store:
+        with store._transaction(schema=False) as cur:
+            for version in range(1, 8):
+                for statement in migration_statements(version, "postgres"):
+                    cur.execute(statement)
+                cur.execute(f"INSERT INTO {SCHEMA_VERSION_TABLE} (version, upgraded_at) VALUES (%s, now())",
+                            (version,))
+            # a month's partition as a version 7 writer made it: a table with its own key, then attached
+            cur.execute('CREATE TABLE "metric_points_2026_02" (run_key INTEGER NOT NULL, coordinate INTEGER NOT '
+                        'NULL, value DOUBLE PRECISION NOT NULL, at_step BIGINT, CONSTRAINT '
+                        '"metric_points_2026_02_pkey" PRIMARY KEY (run_key, coordinate))')
+            feb = run_key_month(NIGHTS["feb-1"])
+            cur.execute("ALTER TABLE metric_points ATTACH PARTITION metric_points_2026_02 FOR VALUES FROM (%s) TO (%s)",
+                        (feb << RUN_KEY_MONTH_SHIFT, (feb + 1) << RUN_KEY_MONTH_SHIFT))
+            cur.execute("INSERT INTO declarations (metric_key, steps_key, constraint_key) VALUES (%s, %s, %s)", COORD)
+            cur.execute("INSERT INTO coordinates (declaration, step) SELECT 1, s FROM generate_series(0, 99) s")
+            for n, (run_id, when) in enumerate(NIGHTS.items(), start=1):  # all but February's: the default one
+                key = (run_key_month(when) << RUN_KEY_MONTH_SHIFT) + n
+                cur.execute("INSERT INTO runs (run_id, series, backend, suite, role, status, logical_date, "
+                            "created_at, updated_at, rebaseline, run_key) VALUES (%s, 's', 'cuda', 'default', "
+                            "'baseline', 'trusted', %s, now(), now(), false, %s)", (run_id, when, key))
+                cur.execute("INSERT INTO metric_points SELECT %s, coordinate, %s + step, NULL FROM coordinates",
+                            (key, float(n)))
+                cur.execute("INSERT INTO run_blocks VALUES (%s, 1, 0, 100, 1)", (key,))
+        assert store.schema_version() == 7
+        store._schema_ready = True  # read them as they are
+        before = {run_id: [(v.step, v.value) for v in store.run_values(run_id)] for run_id in NIGHTS}
+        assert all(len(values) == 100 for values in before.values())
+        store._schema_ready = False
+        assert store.upgrade() == (7, SCHEMA_VERSION)
+        assert {run_id: [(v.step, v.value) for v in store.run_values(run_id)] for run_id in NIGHTS} == before
+        group_index = "btree (run_key, ((coordinate >> 6))) WITH (fillfactor='100')"
+        assert _indexes(store) == {table: [group_index] for table in ("metric_points", *_partitions(store))}
+        assert len(_indexes(store)) == 3  # the parent, February's partition and the default one
+        with store._transaction() as cur:
+            cur.execute("SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = 'metric_points'::regclass")
+            assert cur.fetchall() == [(POINTS_INDEX,)]
+        # a new month's partition gets its part of the index too, and a night reads back whole
+        store.write_run(_run("apr-1", datetime(2026, 4, 9, tzinfo=timezone.utc)), _values(100, 2.5))
+        assert [v.value for v in store.run_values("apr-1")] == [2.5] * 100
+        assert _indexes(store)["metric_points_2026_04"] == [group_index]
 
 
 def test_writers_of_many_series_in_one_new_month_each_get_a_key_of_their_own(pg_url):
