@@ -205,7 +205,7 @@ def bench_persist(scale: dict, pg_url: str) -> dict:
     """Persist one run's rows versus raw COPY of its points (the limits) and PostgresHook.insert_rows.
 
     The limits: ``COPY`` of the night's ``metric_points`` rows, already built, into a table of the
-    same schema (its primary key, packed as the store's), and into an unlogged table without
+    same schema (its index, packed as the store's), and into an unlogged table without
     indexes, in text format; and for information the same rows in the binary format the store sends
     (`persist_vs_binary_copy`).  Each persisted night is a new run of one series whose coordinates exist already, as
     on every night but the first.
@@ -320,7 +320,7 @@ def _current_run(pg_url: str, coords: list, nights: int, series: str) -> str:
 _LIMIT_SQL = """
 SELECT c.coordinate, COUNT(h.value), SUM(h.value)
 FROM metric_points c
-JOIN metric_points h ON h.coordinate = c.coordinate
+JOIN metric_points h ON (h.coordinate >> 6) = (c.coordinate >> 6) AND h.coordinate = c.coordinate
 WHERE c.run_key = (SELECT run_key FROM runs WHERE run_id = %s) AND h.run_key IN (
     SELECT run_key FROM runs
     WHERE series = %s AND backend = 'cuda' AND suite = 'bench' AND role = 'baseline' AND status = 'trusted'
@@ -328,12 +328,23 @@ WHERE c.run_key = (SELECT run_key FROM runs WHERE run_id = %s) AND h.run_key IN 
     ORDER BY logical_date DESC, run_id DESC LIMIT 20)
 GROUP BY c.coordinate
 """
+#: The limit in two forms: each baseline value reached through the (run, coordinate group) index by
+#: its group and coordinate, or by the coordinate alone (the planner's choice of join); the limit is
+#: the faster of the two, timed in the same state.
+_LIMIT_SQLS = (_LIMIT_SQL, _LIMIT_SQL.replace("(h.coordinate >> 6) = (c.coordinate >> 6) AND ", ""))
+
+
+def _best_limit(repeat: int, limit: Callable[[str], None]) -> float:
+    """Return the best time of the limit statement, the faster of its forms (``limit(sql)`` runs one)."""
+    return min(best_of(repeat, lambda sql=sql: limit(sql)) for sql in _LIMIT_SQLS)
 
 # How the reference gate reads: one query per coordinate.
 _PER_COORDINATE_SQL = """
 SELECT h.value FROM metric_points h JOIN runs r ON r.run_key = h.run_key
-WHERE h.coordinate = (SELECT c.coordinate FROM coordinates c JOIN declarations d ON d.declaration = c.declaration
-                      WHERE d.metric_key = %s AND d.steps_key = %s AND d.constraint_key = %s AND c.step = %s)
+JOIN (SELECT c.coordinate FROM coordinates c JOIN declarations d ON d.declaration = c.declaration
+      WHERE d.metric_key = %s AND d.steps_key = %s AND d.constraint_key = %s AND c.step = %s) k
+  ON (h.coordinate >> 6) = (k.coordinate >> 6) AND h.coordinate = k.coordinate
+WHERE TRUE
   AND r.series = %s AND r.backend = 'cuda' AND r.suite = 'bench'
   AND r.role = 'baseline' AND r.status = 'trusted' AND r.logical_date < %s
 ORDER BY r.logical_date DESC, r.run_id DESC LIMIT 20
@@ -348,9 +359,9 @@ def _evaluate_at(scale: dict, pg_url: str, coords: list, nights: int, series: st
 
     cutoff = T0 + timedelta(days=nights - 0.5)
 
-    def limit() -> None:
+    def limit(sql: str) -> None:
         with conn.cursor() as cur:
-            cur.execute(_LIMIT_SQL, (current, series, cutoff))
+            cur.execute(sql, (current, series, cutoff))
             rows = cur.fetchall()
         assert len(rows) == len(coords) and rows[0][1] == min(20, nights)
         conn.rollback()
@@ -368,7 +379,7 @@ def _evaluate_at(scale: dict, pg_url: str, coords: list, nights: int, series: st
                 assert len(cur.fetchall()) == min(20, nights)
         conn.rollback()
 
-    out[f"evaluate_limit_s_{nights}"] = best_of(scale["repeat"], limit)
+    out[f"evaluate_limit_s_{nights}"] = _best_limit(scale["repeat"], limit)
     out[f"evaluate_ours_s_{nights}"] = best_of(scale["repeat"], ours)
     if per_coordinate:
         out["evaluate_per_coordinate_s"] = best_of(1, one_query_per_coordinate)
@@ -449,12 +460,12 @@ def bench_evaluate_stale(scale: dict, pg_url: str) -> dict:
             cur.execute(f"ANALYZE {table}")
         cutoff = T0 + timedelta(days=nights - 0.5)
 
-        def limit() -> None:
-            cur.execute(_LIMIT_SQL, (f"{series}-current-reference", series, cutoff))
+        def limit(sql: str) -> None:
+            cur.execute(sql, (f"{series}-current-reference", series, cutoff))
             rows = cur.fetchall()
             assert len(rows) == len(coords) and rows[0][1] == min(20, nights)
 
-        out["evaluate_stale_limit_s"] = best_of(scale["repeat"], limit)
+        out["evaluate_stale_limit_s"] = _best_limit(scale["repeat"], limit)
     conn.close()
     out["evaluate_stale_vs_limit"] = out["evaluate_stale_reference_s"] / out["evaluate_stale_limit_s"]
     out["evaluate_calibrated_vs_reference"] = out["evaluate_stale_calibrated_s"] / out["evaluate_stale_reference_s"]
@@ -498,14 +509,14 @@ def bench_evaluate_year(scale: dict, pg_url: str) -> dict:
 
             out[f"evaluate_year_{policy}_s_{nights}"] = best_of(scale["repeat"], ours)
 
-        def limit(nights: int = nights, cutoff: datetime = cutoff) -> None:
+        def limit(sql: str, nights: int = nights, cutoff: datetime = cutoff) -> None:
             with conn.cursor() as cur:
-                cur.execute(_LIMIT_SQL, (f"{series}-current-reference-{nights}", series, cutoff))
+                cur.execute(sql, (f"{series}-current-reference-{nights}", series, cutoff))
                 rows = cur.fetchall()
             assert len(rows) == len(coords) and rows[0][1] == min(20, nights)
             conn.rollback()
 
-        out[f"evaluate_year_limit_s_{nights}"] = best_of(scale["repeat"], limit)
+        out[f"evaluate_year_limit_s_{nights}"] = _best_limit(scale["repeat"], limit)
         with store._transaction() as cur:  # the checkpoint's nights feed no later baseline
             cur.execute("SELECT run_key FROM runs WHERE run_id LIKE %s", (f"{series}-current-%",))
             keys = [row[0] for row in cur.fetchall()]

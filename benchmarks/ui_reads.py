@@ -180,9 +180,10 @@ def measure(url: str, scale: dict) -> dict:
     store.close()
     out["chart_365_plan"] = plan_nodes(
         url,
-        "SELECT r.run_id, v.value FROM runs r JOIN metric_points v ON v.run_key = r.run_key AND v.coordinate = "
-        "(SELECT c.coordinate FROM coordinates c JOIN declarations d ON d.declaration = c.declaration "
+        "WITH k AS (SELECT c.coordinate FROM coordinates c JOIN declarations d ON d.declaration = c.declaration "
         "WHERE d.metric_key = %s AND d.steps_key = %s AND d.constraint_key = %s AND c.step = %s) "
+        "SELECT r.run_id, v.value FROM runs r CROSS JOIN k JOIN metric_points v ON v.run_key = r.run_key "
+        "AND (v.coordinate >> 6) = (k.coordinate >> 6) AND v.coordinate = k.coordinate "
         "WHERE r.series = %s AND r.backend = %s "
         "AND r.suite = %s AND r.dag_id IN (%s) ORDER BY r.logical_date DESC, r.run_id DESC LIMIT 365",
         (METRIC, STEPS_KEY, CONSTRAINT_KEY, scale["steps"] // 2, SERIES, "cuda", "nightly", "bench_dag"),
@@ -190,7 +191,8 @@ def measure(url: str, scale: dict) -> dict:
     out["steps_baseline_plan"] = plan_nodes(
         url,
         "SELECT c.step, m.value FROM runs b JOIN metric_points m ON m.run_key = b.run_key "
-        "JOIN coordinates c ON c.coordinate = m.coordinate JOIN declarations d ON d.declaration = c.declaration "
+        "JOIN coordinates c ON (c.coordinate >> 6) = (m.coordinate >> 6) AND c.coordinate = m.coordinate "
+        "JOIN declarations d ON d.declaration = c.declaration "
         "WHERE b.run_id IN (%s, %s, %s) AND d.metric_key = %s AND d.steps_key = %s AND d.constraint_key = %s",
         (f"n{nights - 2:04d}", f"n{nights - 3:04d}", f"n{nights - 4:04d}", METRIC, STEPS_KEY, CONSTRAINT_KEY),
     )

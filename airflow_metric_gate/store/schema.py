@@ -281,10 +281,20 @@ _POINTS_INDEX_SQL = (
     f'CREATE INDEX IF NOT EXISTS "{{name}}" ON {{table}} (run_key, (coordinate >> {GROUP_BITS})) '
     "WITH (fillfactor = 100)"
 )
+#: The view joins a value with its coordinate by group as well, so that a query of it that names a
+#: run and a coordinate reaches the value through the index.
+_V8_VIEW = _V6_VIEW.replace(
+    "CREATE VIEW", "CREATE OR REPLACE VIEW"
+).replace(
+    "JOIN coordinates c ON c.coordinate = p.coordinate",
+    f"JOIN coordinates c ON (c.coordinate >> {GROUP_BITS}) = (p.coordinate >> {GROUP_BITS}) "
+    "AND c.coordinate = p.coordinate",
+)
 _V8 = {
     "postgres": [
         "ALTER TABLE metric_points DROP CONSTRAINT metric_points_run_coordinate_key",
         _POINTS_INDEX_SQL.format(name=POINTS_INDEX, table="metric_points"),
+        _V8_VIEW,
     ],
     "sqlite": [],
 }

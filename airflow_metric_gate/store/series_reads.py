@@ -129,7 +129,7 @@ class StoreSeriesReads(StoreCore):
         """Return one coordinate's value in the latest runs of a series identity, oldest first.
 
         The runs come from ``runs_series_date_idx`` in logical-date order; each run's value is one
-        lookup in ``metric_values_run_coordinate_key``.  Runs without that coordinate are left out.
+        lookup in the values' index by run and coordinate group.  Runs without that coordinate are left out.
 
         :param series: the series name.
         :param backend: the backend.

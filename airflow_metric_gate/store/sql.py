@@ -13,7 +13,7 @@ import numpy as np
 
 __all__ = ["BASELINE_RUNS_SQL", "BRIDGE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS",
            "GROUP_BITS", "baseline_params", "baseline_sql", "equal_to", "float8_values", "group_of", "in_ranges",
-           "night_arrays_params", "night_arrays_sql", "ranges_params", "run_values_sql"]
+           "night_arrays_params", "night_arrays_sql", "RANGE_PARAMS", "ranges_params", "run_values_sql"]
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
 #: before its logical date (``fence``), shared by the statements that read its earlier runs.
@@ -226,29 +226,30 @@ def group_of(coordinate: int) -> int:
 
 
 def in_ranges(column: str, ranges: int) -> str:
-    """`` AND (column >> 6) BETWEEN %s AND %s AND (column BETWEEN %s AND %s OR ...)`` for ``ranges`` ranges.
+    """`` AND ((column >> 6) BETWEEN %s AND %s AND column BETWEEN %s AND %s OR ...)`` for ``ranges`` ranges.
 
-    The first two parameters bound the groups of all the ranges (the index's second column), the
-    rest each range (nothing at all for no range); :func:`ranges_params` gives them in that order.
+    Each range names its groups (the index's second column) and its coordinates: four parameters a
+    range, as :func:`ranges_params` gives them; nothing at all for no range.
 
     :param column: the column the ranges bound.
     :param ranges: how many ranges.
     """
     if not ranges:
         return ""
-    return (f" AND ({column} >> {GROUP_BITS}) BETWEEN %s AND %s AND ("
-            + " OR ".join([f"{column} BETWEEN %s AND %s"] * ranges) + ")")
+    one = f"({column} >> {GROUP_BITS}) BETWEEN %s AND %s AND {column} BETWEEN %s AND %s"
+    return " AND (" + " OR ".join([one] * ranges) + ")"
+
+
+#: Parameters :func:`in_ranges` binds per range.
+RANGE_PARAMS = 4
 
 
 def ranges_params(ranges: Sequence[tuple[int, int]]) -> list[int]:
-    """Return the parameters of :func:`in_ranges`: the groups the ranges span, then each range's ends.
+    """Return the parameters of :func:`in_ranges`: each range's groups, then its ends.
 
     :param ranges: the coordinate ranges ``(lowest, highest)``, both ends inclusive.
     """
-    if not ranges:
-        return []
-    return [group_of(min(lo for lo, _ in ranges)), group_of(max(hi for _, hi in ranges)),
-            *(b for r in ranges for b in r)]
+    return [x for lo, hi in ranges for x in (group_of(lo), group_of(hi), lo, hi)]
 
 
 def baseline_params(baseline_keys: Sequence[int], run_key: int, ranges: Sequence[tuple[int, int]] = ()) -> list[int]:

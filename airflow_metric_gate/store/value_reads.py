@@ -16,6 +16,7 @@ from airflow_metric_gate.store.points import Ordinals, read_at_step
 from airflow_metric_gate.store.rows import ValueRow
 from airflow_metric_gate.store.sql import (
     BASELINE_RUNS_SQL,
+    RANGE_PARAMS,
     baseline_params,
     baseline_sql,
     float8_values,
@@ -73,7 +74,7 @@ class StoreValueReads(StoreCore):
         The same values and baselines as :meth:`run_values_and_baselines`, in one transaction, but
         at most ``chunk`` coordinates are read and held at a time: one statement per chunk reads
         their values, another their baselines (each baseline run's rows of those coordinates only,
-        through the (run, coordinate) key).  Each value comes as
+        through the values' index by run and coordinate group).  Each value comes as
         ``(declaration key, step, at_step, value, ordinal, baseline)``, the shape
         :func:`~airflow_metric_gate.judging.judge_run` takes; the values of one declaration share
         one key tuple.
@@ -154,10 +155,10 @@ class StoreValueReads(StoreCore):
     def _ranges_per_chunk(self, other_runs: int) -> int:
         """How many coordinate ranges a chunk's statements bind, with ``other_runs`` branches besides the run's.
 
-        Every range binds two parameters in each branch: a chunk's statement stays below
-        :attr:`max_parameters`.
+        Every range binds :data:`~airflow_metric_gate.store.sql.RANGE_PARAMS` parameters in each
+        branch, besides the branch's run: a chunk's statement stays below :attr:`max_parameters`.
         """
-        return max(1, min(_RANGES_PER_CHUNK, (self.max_parameters // (other_runs + 1) - 1) // 2))
+        return max(1, min(_RANGES_PER_CHUNK, (self.max_parameters // (other_runs + 1) - 1) // RANGE_PARAMS))
 
     def _read_run(self, cur: Any, run_key: int | None) -> tuple[list[ValueRow], Ordinals]:
         """Return a run's values in ordinal order, and its blocks."""

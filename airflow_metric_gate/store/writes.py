@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -46,10 +47,11 @@ class StoreWrites(StoreCoordinates):
         declarations: dict[tuple[str, str, str], int] = {}
         blocks: list[Block] = []
         written = 0
+        covered: list[tuple[int, int]] = []
         for groups in chunks:
             rows, found = self._points_of(cur, run_key, groups, declarations)
             del groups
-            self._refuse_repeats(cur, found)  # before the chunk is sent
+            covered = self._refuse_repeats(cur, covered, found)  # before the chunk is sent
             self._bulk_insert_values(cur, rows)
             written += len(rows)
             del rows
@@ -60,7 +62,6 @@ class StoreWrites(StoreCoordinates):
                     blocks[-1] = (c, o, n + fn, d)
                     found = found[1:]
             blocks.extend(found)
-        self._refuse_repeats(cur, blocks)  # across chunks; the transaction is rolled back
         most = max(1, min(1000, self.max_parameters // 5))
         for start in range(0, len(blocks), most):
             part = blocks[start:start + most]
@@ -68,17 +69,19 @@ class StoreWrites(StoreCoordinates):
                           + ", ".join(["(%s, %s, %s, %s, %s)"] * len(part)), [x for b in part for x in (run_key, *b)])
         return written
 
-    def _refuse_repeats(self, cur: Any, blocks: Sequence[Block]) -> None:
-        """Refuse a night that gives one coordinate two values (blocks that overlap), naming it.
+    def _refuse_repeats(self, cur: Any, covered: list[tuple[int, int]],
+                        blocks: Sequence[Block]) -> list[tuple[int, int]]:
+        """Refuse a night that gives one coordinate two values, naming it; return what it covers with ``blocks``.
 
         On PostgreSQL nothing else keeps a run's values one per coordinate: the values' index is not
-        unique (schema version 8).
+        unique (schema version 8).  Checked before each chunk is sent, against the chunks before it.
 
-        :param blocks: blocks of the run's values, in any order.
+        :param covered: the coordinates of the chunks before, as :func:`cover` returns them.
+        :param blocks: the chunk's blocks, in any order.
         """
-        repeated = repeated_coordinate(blocks)
+        covered, repeated = cover(covered, blocks)
         if repeated is None:
-            return
+            return covered
         self._execute(cur, "SELECT d.metric_key, d.steps_key, d.constraint_key, c.step FROM coordinates c "
                       "JOIN declarations d ON d.declaration = c.declaration WHERE c.coordinate = %s", (repeated,))
         metric_key, steps_key, constraint_key, step = cur.fetchone()
@@ -278,17 +281,26 @@ def _refuse_non_finite(value: float, metric_key: str, step: int) -> None:
         )
 
 
-def repeated_coordinate(blocks: Iterable[Block]) -> int | None:
-    """Return a coordinate that two of these blocks both hold (the lowest such block start), or ``None``.
+def cover(covered: list[tuple[int, int]], blocks: Iterable[Block]) -> tuple[list[tuple[int, int]], int | None]:
+    """Add blocks to the coordinates a night covers; return them, and a coordinate held twice (or ``None``).
 
-    :param blocks: ``(coordinate, ordinal, length, declaration)`` blocks, in any order.
+    A night's coordinates are kept as the fewest ranges ``[start, end)`` in order: consecutive
+    coordinates merge, so a night's chunks add up to a few ranges however its values were cut.
+
+    :param covered: the ranges so far, in order, none touching another.
+    :param blocks: ``(coordinate, ordinal, length, declaration)`` blocks to add, in any order.
+    :return: the ranges with the blocks' added, and the first coordinate found twice (then the
+        ranges are incomplete).
     """
-    end = None
-    for coordinate, _, length, _ in sorted(blocks):
-        if end is not None and coordinate < end:
-            return coordinate
-        end = coordinate + length if end is None else max(end, coordinate + length)
-    return None
+    merged: list[tuple[int, int]] = []
+    for start, end in heapq.merge(covered, sorted((c, c + n) for c, _, n, _ in blocks)):
+        if merged and start < merged[-1][1]:
+            return merged, start
+        if merged and start == merged[-1][1]:
+            merged[-1] = (merged[-1][0], end)
+        else:
+            merged.append((start, end))
+    return merged, None
 
 
 def groups_of(values: Iterable[ValueRow]) -> list[PointGroup]:

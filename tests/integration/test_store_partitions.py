@@ -316,3 +316,20 @@ def test_prune_waits_for_a_reader_of_several_months_instead_of_deadlocking(pg_ur
     with open_store(pg_url) as store:
         assert sorted(_run_keys(store)) == ["feb-1", "feb-2", "mar-1"]
         assert "metric_points_2026_01" not in _partitions(store)
+
+
+def test_the_public_view_reaches_one_value_of_a_run_by_its_group(pg_url):
+    """``metric_values`` joins a value with its coordinate by group too (version 8): a night's value is one lookup."""
+    with open_store(pg_url) as store:
+        for run_id in ("jan-1", "jan-2"):
+            store.write_run(_run(run_id, NIGHTS[run_id]), _values(20_000))
+        with store._transaction() as cur:
+            for table in ("runs", "metric_points", "coordinates", "declarations", "run_blocks"):
+                cur.execute(f"ANALYZE {table}")
+            cur.execute("EXPLAIN (COSTS OFF) SELECT value FROM metric_values WHERE run_id = 'jan-1' "
+                        "AND metric_key = 'm' AND step = 700")
+            plan = "\n".join(row[0] for row in cur.fetchall())
+            cur.execute("SELECT step, value FROM metric_values WHERE run_id = 'jan-1' AND metric_key = 'm' "
+                        "AND step = 700")
+            assert cur.fetchall() == [(700, 1.0)]
+    assert "Index Cond: ((run_key = r.run_key) AND ((coordinate >> 6) = (c.coordinate >> 6)))" in plan, plan
