@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["BASELINE_RUNS_SQL", "BRIDGE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "HISTORY_WINDOW_SQL", "RUN_COLUMNS",
-           "GROUP_BITS", "baseline_params", "baseline_sql", "equal_to", "float8_values", "group_of", "in_ranges",
-           "night_arrays_params", "night_arrays_sql", "RANGE_PARAMS", "ranges_params", "run_values_sql"]
+__all__ = ["BASELINE_RUNS_SQL", "BRIDGE_RUNS_SQL", "CANDIDATE_RUNS_SQL", "GROUP_BITS", "HISTORY_WINDOW_SQL",
+           "RANGE_PARAMS", "RUN_COLUMNS", "baseline_params", "baseline_sql", "equal_to", "float8_values", "group_of",
+           "in_ranges", "joined_ranges", "night_arrays_params", "night_arrays_sql", "ranges_params", "run_values_sql"]
 
 #: The run being judged (``cur``) and the latest rebaseline marker of its series identity at or
 #: before its logical date (``fence``), shared by the statements that read its earlier runs.
@@ -238,6 +238,24 @@ def in_ranges(column: str, ranges: int) -> str:
         return ""
     one = f"({column} >> {GROUP_BITS}) BETWEEN %s AND %s AND {column} BETWEEN %s AND %s"
     return " AND (" + " OR ".join([one] * ranges) + ")"
+
+
+def joined_ranges(ranges: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Return coordinate ranges with the ones that touch or overlap joined, in order.
+
+    A chunk's ranges are its declarations' blocks, whose coordinates usually follow each other: one
+    range to read (one stretch of the index per night) instead of one per declaration, each tested
+    on every row.
+
+    :param ranges: ``(lowest, highest)`` ranges, both ends inclusive, in any order.
+    """
+    joined: list[tuple[int, int]] = []
+    for lo, hi in sorted(ranges):
+        if joined and lo <= joined[-1][1] + 1:
+            joined[-1] = (joined[-1][0], max(joined[-1][1], hi))
+        else:
+            joined.append((lo, hi))
+    return joined
 
 
 #: Parameters :func:`in_ranges` binds per range.

@@ -21,6 +21,7 @@ from airflow_metric_gate.store.sql import (
     baseline_sql,
     float8_values,
     in_ranges,
+    joined_ranges,
     night_arrays_params,
     night_arrays_sql,
     ranges_params,
@@ -97,7 +98,7 @@ class StoreValueReads(StoreCore):
             arrays = self._value_arrays
             most = self._ranges_per_chunk(len(base))
             for ranges in _chunk_ranges(ordinals, chunk, most):
-                bounds = [(lo, hi) for lo, hi, _ in ranges]
+                bounds = joined_ranges((lo, hi) for lo, hi, _ in ranges)
                 steps: dict[int, int] = {}
                 for lo, hi, declaration in ranges:
                     self._execute(cur, "SELECT coordinate, step FROM coordinates WHERE declaration = %s "
@@ -257,7 +258,7 @@ class StoreValueReads(StoreCore):
             by_position: list[dict[int, float]] = [{} for _ in others]
             blocks = _Blocks(len(others))
             for ranges in _chunk_ranges(ordinals, len(ordinals), most):
-                bounds = [(lo, hi) for lo, hi, _ in ranges]
+                bounds = joined_ranges((lo, hi) for lo, hi, _ in ranges)
                 self._execute(cur, "SELECT p.coordinate, c.step, p.value, p.at_step FROM metric_points p "
                               "JOIN coordinates c ON c.coordinate = p.coordinate "
                               "WHERE p.run_key = %s AND c.declaration = %s" + in_ranges("p.coordinate", len(bounds)),
