@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from airflow_metric_gate.store import RunRow, StoreError, StoreInputError, ValueRow, open_store
+from airflow_metric_gate.store import RunRow, StoreInputError, ValueRow, open_store
 from airflow_metric_gate.store.schema import SCHEMA_VERSION
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)

@@ -107,27 +107,40 @@ def test_prune_drops_the_months_it_empties_and_deletes_rows_of_the_others(capsys
         assert len(store.run_values("jan-1")) == 2
 
 
+def _migrate(cur, version):
+    """Make the store's schema as version ``version`` of the package left it."""
+    for v in range(1, version + 1):
+        for statement in migration_statements(v, "postgres"):
+            cur.execute(statement)
+        cur.execute(f"INSERT INTO {SCHEMA_VERSION_TABLE} (version, upgraded_at) VALUES (%s, now())", (v,))
+
+
+def _old_nights(cur, steps, key_of):
+    """Store the nights of ``NIGHTS`` by hand, as versions 6 and 7 kept them: one declaration of ``steps`` steps.
+
+    The n-th night (from 1) gets the run key ``key_of(n, logical_date)`` and the values n + step.
+    """
+    cur.execute("INSERT INTO declarations (metric_key, steps_key, constraint_key) VALUES (%s, %s, %s)", COORD)
+    cur.execute("INSERT INTO coordinates (declaration, step) SELECT 1, s FROM generate_series(0, %s) s", (steps - 1,))
+    for n, (run_id, when) in enumerate(NIGHTS.items(), start=1):
+        key = key_of(n, when)
+        cur.execute("INSERT INTO runs (run_id, series, backend, suite, role, status, logical_date, created_at, "
+                    "updated_at, rebaseline, run_key) VALUES (%s, 's', 'cuda', 'default', 'baseline', 'trusted', "
+                    "%s, now(), now(), false, %s)", (run_id, when, key))
+        cur.execute("INSERT INTO metric_points SELECT %s, coordinate, %s + step, NULL FROM coordinates",
+                    (key, float(n)))
+        cur.execute("INSERT INTO run_blocks VALUES (%s, 1, 0, %s, 1)", (key, steps))
+
+
 def test_a_version_6_store_is_renumbered_by_month_with_every_value_kept(pg_url):
     with open_store(pg_url) as store:
         with store._transaction(schema=False) as cur:
-            for version in range(1, 7):
-                for statement in migration_statements(version, "postgres"):
-                    cur.execute(statement)
-                cur.execute(f"INSERT INTO {SCHEMA_VERSION_TABLE} (version, upgraded_at) VALUES (%s, now())",
-                            (version,))
+            _migrate(cur, 6)
         assert store.schema_version() == 6
         # a store at version 6 as that version wrote it: consecutive run keys, one table of values
         store._schema_ready = True
         with store._transaction() as cur:
-            cur.execute("INSERT INTO declarations (metric_key, steps_key, constraint_key) VALUES (%s, %s, %s)", COORD)
-            cur.execute("INSERT INTO coordinates (declaration, step) SELECT 1, s FROM generate_series(0, 2) s")
-            for key, (run_id, when) in enumerate(NIGHTS.items(), start=1):
-                cur.execute("INSERT INTO runs (run_id, series, backend, suite, role, status, logical_date, "
-                            "created_at, updated_at, rebaseline, run_key) VALUES (%s, 's', 'cuda', 'default', "
-                            "'baseline', 'trusted', %s, now(), now(), false, %s)", (run_id, when, key))
-                cur.execute("INSERT INTO metric_points SELECT %s, coordinate, %s + step, NULL FROM coordinates",
-                            (key, float(key)))
-                cur.execute("INSERT INTO run_blocks VALUES (%s, 1, 0, 3, 1)", (key,))
+            _old_nights(cur, 3, lambda n, when: n)
         before = {run_id: [(v.step, v.value) for v in store.run_values(run_id)] for run_id in NIGHTS}
         store._schema_ready = False
         assert store.upgrade() == (6, SCHEMA_VERSION)
@@ -156,11 +169,7 @@ def test_a_version_7_store_trades_its_primary_key_for_the_group_index_keeping_ev
     """Version 8: the months' partitions, the default one and one a version 7 writer attached all change."""
     with open_store(pg_url) as store:
         with store._transaction(schema=False) as cur:
-            for version in range(1, 8):
-                for statement in migration_statements(version, "postgres"):
-                    cur.execute(statement)
-                cur.execute(f"INSERT INTO {SCHEMA_VERSION_TABLE} (version, upgraded_at) VALUES (%s, now())",
-                            (version,))
+            _migrate(cur, 7)
             # a month's partition as a version 7 writer made it: a table with its own key, then attached
             cur.execute('CREATE TABLE "metric_points_2026_02" (run_key INTEGER NOT NULL, coordinate INTEGER NOT '
                         'NULL, value DOUBLE PRECISION NOT NULL, at_step BIGINT, CONSTRAINT '
@@ -168,16 +177,8 @@ def test_a_version_7_store_trades_its_primary_key_for_the_group_index_keeping_ev
             feb = run_key_month(NIGHTS["feb-1"])
             cur.execute("ALTER TABLE metric_points ATTACH PARTITION metric_points_2026_02 FOR VALUES FROM (%s) TO (%s)",
                         (feb << RUN_KEY_MONTH_SHIFT, (feb + 1) << RUN_KEY_MONTH_SHIFT))
-            cur.execute("INSERT INTO declarations (metric_key, steps_key, constraint_key) VALUES (%s, %s, %s)", COORD)
-            cur.execute("INSERT INTO coordinates (declaration, step) SELECT 1, s FROM generate_series(0, 99) s")
-            for n, (run_id, when) in enumerate(NIGHTS.items(), start=1):  # all but February's: the default one
-                key = (run_key_month(when) << RUN_KEY_MONTH_SHIFT) + n
-                cur.execute("INSERT INTO runs (run_id, series, backend, suite, role, status, logical_date, "
-                            "created_at, updated_at, rebaseline, run_key) VALUES (%s, 's', 'cuda', 'default', "
-                            "'baseline', 'trusted', %s, now(), now(), false, %s)", (run_id, when, key))
-                cur.execute("INSERT INTO metric_points SELECT %s, coordinate, %s + step, NULL FROM coordinates",
-                            (key, float(n)))
-                cur.execute("INSERT INTO run_blocks VALUES (%s, 1, 0, 100, 1)", (key,))
+            # keyed by month (version 7); all but February's nights go to the default partition
+            _old_nights(cur, 100, lambda n, when: (run_key_month(when) << RUN_KEY_MONTH_SHIFT) + n)
         assert store.schema_version() == 7
         store._schema_ready = True  # read them as they are
         before = {run_id: [(v.step, v.value) for v in store.run_values(run_id)] for run_id in NIGHTS}
