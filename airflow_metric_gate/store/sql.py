@@ -221,7 +221,10 @@ GROUP_BITS = 6
 
 
 def group_of(coordinate: int) -> int:
-    """Return the index group of a coordinate (see :data:`GROUP_BITS`)."""
+    """Return the index group of a coordinate (see :data:`GROUP_BITS`).
+
+    :param coordinate: the coordinate's number.
+    """
     return coordinate >> GROUP_BITS
 
 
