@@ -274,7 +274,7 @@ _V7 = {
 # Statements name the group as well as the coordinates they read (``sql.in_ranges``).  A run's
 # values stay one per coordinate because the only writer of a run's values is its write
 # transaction, which locks the run's row, deletes what the run held and refuses a night that gives
-# one coordinate two values before it commits (``StoreWrites._write_points``).  SQLite keeps its
+# one coordinate two values before each chunk is sent (``StoreWrites._refuse_repeats``).  SQLite keeps its
 # clustered primary key (the table is the index there: nothing to save).
 POINTS_INDEX = "metric_points_run_group_idx"
 _POINTS_INDEX_SQL = (
