@@ -142,6 +142,29 @@ class AirflowStack:
             parts.append(f"----- {name} ({path}) -----\n" + "\n".join(text))
         return "\n".join(parts)
 
+    def dag_run_report(self, dag_id: str, run_id: str, lines: int = LOG_TAIL_LINES) -> str:
+        """Describe a DAG run for a failure message: every task's state and try, and the log tail of each task
+        that did not succeed (its last attempt, as the workers wrote it under ``AIRFLOW_HOME/logs``).
+
+        :param dag_id: the DAG id.
+        :param run_id: the Airflow run id.
+        :param lines: how many log lines per task that did not succeed.
+        """
+        instances = self.api.task_instances(dag_id, run_id)
+        parts = [f"task instances of {dag_id} / {run_id}:"]
+        parts += [f"  {t}: {ti['state']} (try {ti.get('try_number')})" for t, ti in sorted(instances.items())]
+        folder = Path(self.env["AIRFLOW_HOME"]) / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+        for task_id, ti in sorted(instances.items()):
+            if ti["state"] == "success":
+                continue
+            attempts = sorted((folder / f"task_id={task_id}").glob("attempt=*.log"))
+            if not attempts:
+                parts.append(f"----- {task_id}: no log under {folder} -----")
+                continue
+            text = attempts[-1].read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"----- {task_id} ({attempts[-1].name}) -----\n" + "\n".join(text))
+        return "\n".join(parts)
+
     def wait_for(self, what: str, check, timeout: float, interval: float = 2.0) -> Any:
         """Call ``check`` until it returns something truthy; fail with the component logs at the timeout.
 

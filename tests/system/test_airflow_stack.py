@@ -240,7 +240,10 @@ def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(
         # Airflow run ids are unique only inside one DAG: the nightly backfill has the same ones.
         where = "dag_id = %s AND airflow_run_id = %s"
         stored = {r["series"]: r for r in _store_runs(airflow_stack, where, TWO_SERIES_DAG, run_id)}
-        assert set(stored) == set(TWO_SERIES), f"{night}: store runs of DAG run {run_id} by series: {stored}"
+        assert set(stored) == set(TWO_SERIES), (
+            f"{night}: store runs of DAG run {run_id} by series: {stored}\n"
+            + airflow_stack.dag_run_report(TWO_SERIES_DAG, run_id)
+        )
         assert stored["rl-7b"]["run_id"] != stored["rl-70b"]["run_id"]
         for series, (reward, grad_norm) in TWO_SERIES.items():
             slug = series.replace("-", "_")
@@ -256,8 +259,7 @@ def test_two_series_chains_in_one_dag_run_keep_their_histories_apart(
             assert (verdict["series"], verdict["run_id"]) == (series, stored[series]["run_id"]), verdict
             assert verdict["trusted"] is True, f"{night} {series}: {verdict}"
             assert stored[series]["status"] == "trusted", f"{night} {series}: {stored[series]}"
-        states = {t: ti["state"] for t, ti in api.task_instances(TWO_SERIES_DAG, run_id).items()}
-        assert runs[night]["state"] == "success", f"{night}: {states}"
+        assert runs[night]["state"] == "success", airflow_stack.dag_run_report(TWO_SERIES_DAG, run_id)
 
     # Each series' history holds its own values only.
     for series, (reward, _) in TWO_SERIES.items():
