@@ -39,6 +39,7 @@ with DAG(
         suite="nightly-8xh100",
         path="{{ params.record_root }}/{{ event_night(triggering_asset_events, dag_run) }}",
         gates=GATES,
+        policy="calibrated",
         gated_asset=GATED,
         approval=True,
         poke_interval=5,

@@ -30,5 +30,5 @@ with DAG(
     tags=["metric-gate"],
 ):
     metric_gate(series="rl-7b", suite="nightly-8xh100", path="{{ params.record_root }}/{{ ds }}", gates=GATES,
-                role="{{ params.role }}")
+                policy="calibrated", role="{{ params.role }}")
 # [END complete]

@@ -46,6 +46,7 @@ with DAG(
         suite="nightly-8xh100",
         path="{{ params.record_root }}/{{ ds }}",
         gates=GATES,
+        policy="calibrated",
         role="{{ params.role }}",
         notifiers=NOTIFIERS,
     )

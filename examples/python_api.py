@@ -28,11 +28,11 @@ nights = {"2026-11-01": 0.80, "2026-11-02": 0.81, "2026-11-03": 0.80, "2026-11-0
 for night, accuracy in nights.items():
     verdict = run_gate(
         write_record(night, accuracy), gates,
-        series="rl-7b", store=store, role="baseline", logical_date=night, enforce=True,
+        series="rl-7b", store=store, role="baseline", logical_date=night, enforce=True, policy="calibrated",
     )
     print(night, "trusted" if verdict.trusted else "NOT trusted", verdict.counts)
 
 print(verdict.report())
-assert verdict.blocked and verdict.counts["FAIL"] == 1
+assert verdict.blocked and verdict.counts["FAIL"] == 2  # the step, and the night it decides
 assert verdict.to_dict()["schema"] == "airflow-metric-gate/verdict/v1"
 folder.cleanup()

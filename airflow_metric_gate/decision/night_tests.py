@@ -31,6 +31,7 @@ from airflow_metric_gate.decision.parameters import (
 from airflow_metric_gate.decision.stats import mean_and_sd, t_quantile, trimmed_mean, trimmed_means
 from airflow_metric_gate.enums import FAIL, INACTIVE, PASS
 from airflow_metric_gate.evaluation import Result, band_limits, constraint_params
+from airflow_metric_gate.selection import LAST_STEP
 
 
 def _fmt(x: float) -> str:
@@ -42,11 +43,12 @@ def _pct(x: float) -> str:
 
 
 def _steps_text(steps: Sequence[int | None]) -> str:
-    shown = [s for s in steps if s is not None]
+    # a declaration of the last step keys it LAST_STEP: named so, the step it was is in its result
+    shown = ["last" if s == LAST_STEP else str(s) for s in steps if s is not None]
     if not shown:
         return ""
     if len(shown) <= 6:
-        return "step(s) " + ", ".join(str(s) for s in shown)
+        return "step(s) " + ", ".join(shown)
     return f"{len(shown)} steps ({shown[0]} to {shown[-1]})"
 
 

@@ -67,7 +67,7 @@ def test_a_regressed_night_is_told_by_email_and_slack_and_good_nights_are_quiet(
     link = (f"http://airflow.example:8080/dags/{DAG_ID}/runs/{regressed.run_id.replace(':', '%3A').replace('+', '%2B')}"
             "/tasks/metric_gate.evaluate_gate/plugin/metric-gate-task")
     verdict = regressed.xcom["metric_gate.evaluate_gate"]
-    assert verdict["trusted"] is False and verdict["blocking"] == 2
+    assert verdict["trusted"] is False and verdict["blocking"] == 3  # two steps and the night they fail
 
     # one email, only for the regressed night: the summary, counts, who must act, the link
     assert len(mails) == 1, mails
@@ -75,7 +75,10 @@ def test_a_regressed_night_is_told_by_email_and_slack_and_good_nights_are_quiet(
     assert mail["to"] == ["rl-oncall@example.com"] and mail["from"] == "metric-gate@example.com"
     assert mail["subject"] == "metric-gate BLOCKED: rl-7b (cuda, nightly-8xh100) night 2026-11-03"
     assert 'REGRESSED rollout/raw_reward (steps &quot;all&quot;): 2 of 2 steps FAIL' in mail["body"]
-    counts = f"metric-gate: rl-7b run {verdict['run_id']}: NOT-TRUSTED (4 results, 2 fail, 0 error), 2 blocking"
+    # calibrated: each declaration's night decision is a result too (its steps' results beside it)
+    results = sum(verdict["counts"].values())
+    assert verdict["counts"]["FAIL"] == 3 and verdict["counts"]["ERROR"] == 0, verdict["counts"]
+    counts = f"metric-gate: rl-7b run {verdict['run_id']}: NOT-TRUSTED ({results} results, 3 fail, 0 error), 3 blocking"
     assert counts in mail["body"]
     assert "Who must act: @rl-oncall" in mail["body"]
     assert f"metric-gate mark-untrusted --run-id {verdict['run_id']}" in mail["body"]
@@ -124,8 +127,9 @@ def test_a_night_that_passes_with_a_warn_failure_is_told_as_a_warning(airflow_en
     (mail,) = mails
     assert mail["subject"] == "metric-gate WARNING: rl-7b (cuda, nightly-8xh100) night 2026-11-03"
     assert "rollout/raw_reward" in mail["body"] and "(change -50%" in mail["body"]  # the summary, by how much
-    assert "(4 results, 2 fail, 0 error)" in mail["body"]
-    assert ", 2 blocking" not in mail["body"]  # nothing blocks: a warning, not a failure
+    assert verdict["counts"]["FAIL"] == 3, verdict["counts"]
+    assert f"({sum(verdict['counts'].values())} results, 3 fail, 0 error)" in mail["body"]
+    assert "blocking" not in mail["body"]  # nothing blocks: a warning, not a failure
     run = warned.run_id.replace(":", "%3A").replace("+", "%2B")
     link = f"http://airflow.example:8080/dags/{WARN_DAG_ID}/runs/{run}/tasks/metric_gate.evaluate_gate/plugin/metric-gate-task"
     assert f'href="{link}"' in mail["body"]
