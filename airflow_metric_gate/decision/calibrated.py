@@ -144,6 +144,18 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
         return [Result(*key, step, at, status, current=value, n=n, reason=reason) for step, at, value in tonight]
 
     if n == 0:
+        # no trusted night of this level yet (a cold start, or a rebaseline on a night that failed): a
+        # blow-up is still judged, against the nights before the level began and its own nights since
+        pool = [c for c in (*choice.bridge, *choice.recent) if c.values and not (c.outcome or {}).get("blowup")]
+        if pool:
+            columns = _columns_plain(steps, pool)
+            refs = [median_sorted(column) if column else math.nan for column in columns]
+            blown = [step for (step, _, value), ref, column in zip(tonight, refs, columns)
+                     if column and _is_blowup(value, ref, column)]
+            with_ref = sum(1 for c in columns if c)
+            if with_ref and len(blown) * 2 >= with_ref:
+                return _blowup(key, tonight, refs, columns, blown, report, len(pool), previous=previous,
+                               run_id=run_id, logical_date=logical_date, nights="earlier night(s)")
         reason = f"cold start: no trusted night yet, {need} needed"
         return Decision("inactive", results(INACTIVE, reason), {"o": "inactive"}, report)
 

@@ -134,12 +134,15 @@ def choose_history(candidates: Sequence[Candidate], history_limit: int) -> Histo
 
 
 def needs_bridge(choice: HistoryChoice, history_limit: int) -> bool:
-    """Whether a declaration's history is short (but not empty) and has no bridge yet.
+    """Whether a declaration's history is short (or empty) and has no bridge yet.
+
+    An empty history gets one too: with no trusted night of a new level, the nights before it still
+    tell a blow-up (they do not calibrate anything: :func:`bridged_history` needs a night since).
 
     :param choice: the history :func:`choose_history` picked.
     :param history_limit: the history's full length.
     """
-    return 0 < len(choice.history) < history_limit and not choice.bridge
+    return len(choice.history) < history_limit and not choice.bridge
 
 
 def choose_bridge(choice: HistoryChoice, before: Sequence[Candidate], history_limit: int) -> None:

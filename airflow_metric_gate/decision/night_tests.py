@@ -152,7 +152,12 @@ def _continues_text(continues: bool, nights: int) -> str:
 
 
 def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, n, *, previous: Mapping[str, Any],
-            run_id: str, logical_date: str) -> Decision:
+            run_id: str, logical_date: str, nights: str = "trusted night(s)") -> Decision:
+    """Tonight blew up: most of its steps with a history are :data:`BLOWUP_RATIO` times beyond it.
+
+    ``nights`` names what the ``n`` nights judged against are (trusted ones, or, with none yet,
+    the nights before the level began and its untrusted nights since).
+    """
     blown_set = set(blown)
     out = []
     for (step, at, value), ref, column in zip(tonight, refs, columns):
@@ -166,14 +171,14 @@ def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, n,
             out.append(Result(*key, step, at, FAIL, current=value, ref=ref, n=len(column), lo=lo, hi=hi, side=side,
                               bound="blowup",
                               reason=f"{_fmt(value)} is {BLOWUP_RATIO:g}x or more beyond anything its "
-                                     f"{len(column)} trusted night(s) had ([{_fmt(column[0])}, {_fmt(column[-1])}]): "
+                                     f"{len(column)} {nights} had ([{_fmt(column[0])}, {_fmt(column[-1])}]): "
                                      "a blow-up"))
         else:
             out.append(Result(*key, step, at, PASS, current=value, ref=None if not column else ref, n=len(column),
                               reason="not blown up"))
     shift = _shift(previous, out, tonight, refs, columns, run_id, logical_date)
     text = (f"blow-up: {_steps_text(sorted(blown_set))} ({len(blown_set)} of {len(tonight)}) at least "
-            f"{BLOWUP_RATIO:g}x beyond anything their {n} trusted night(s) had; judged with any history"
+            f"{BLOWUP_RATIO:g}x beyond anything their {n} {nights} had; judged with any history"
             + _continues_text(shift["continues"], shift["nights"]))
     out.append(Result(*key, None, None, FAIL, n=n, side=shift["side"], bound="blowup", reason=text))
     report["blowup"] = {"steps": sorted(blown_set)[:50], "count": len(blown_set), "since": shift["since"],

@@ -98,9 +98,10 @@ def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, 
         before = store.bridge_candidates(run.run_id, candidate_limit(history_limit))
         for key, choice in choices.items():
             choose_bridge(choice, choose_history(_candidates_of(before, key), history_limit).history, history_limit)
-    # the nights read: those of every declaration's history and bridge (a declaration's recent nights
-    # are read only when they are among them)
-    needed = sorted({c.run_id for choice in choices.values() for c in (*choice.history, *choice.bridge)})
+    # the nights read: those of every declaration's history and bridge, and a declaration's recent nights
+    # when it has no history (a blow-up is judged against them); else only when they are among the others
+    needed = sorted({c.run_id for choice in choices.values()
+                     for c in (*choice.history, *choice.bridge, *(() if choice.history else choice.recent))})
     parts: list[CalibratedJudgement] = []
     # closed before anything else uses the store, even when judging raises: the reading thread is done then
     with closing(_nights(store, run.run_id, list(gates), needed)) as nights:

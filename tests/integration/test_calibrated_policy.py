@@ -245,3 +245,41 @@ def test_the_verdict_lists_calibrated_declarations_in_the_gates_file_order(capsy
         _, verdict = _night(capsys, tmp_path, store_url, day, rng, gates)
     listed = [(d["metric_key"], d["steps_key"]) for d in verdict["declarations"]]
     assert listed == [(metric, json.dumps(yaml.safe_load(steps), separators=(",", ":"))) for metric, steps in order]
+
+
+def test_a_blow_up_right_after_a_rebaseline_on_an_untrusted_night_fails(capsys, tmp_path, store_url):
+    """A rebaseline on a night whose grad norm failed, and nobody marks it trusted: the grad norm's new
+    level has no trusted night.  A blow-up the night after still fails (no blind spot), judged against
+    the nights before the rebaseline and the rebaseline's own night; a night at the new level is a
+    cold start, not a failure."""
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("policy: calibrated\ngates:\n  - metric_key: rollout/raw_reward\n    enforce: true\n"
+                     "  - metric_key: train/grad_norm\n    enforce: true\n")
+    rng = random.Random(11)
+    for day in range(8):
+        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates)
+        assert code == 0 and verdict["trusted"], verdict["results"][:2]
+    code, verdict = _night(capsys, tmp_path, store_url, 8, rng, gates, grad_factor=2.0)  # a new optimizer
+    grad = next(d for d in verdict["declarations"] if d["metric_key"] == "train/grad_norm")
+    assert code == 1 and grad["outcome"] == "fail", verdict["declarations"]
+    code, out, err = _run(capsys, "rebaseline", "--run-id", "night-008", "--store", store_url)
+    assert code == 0, err
+    # the night after: the grad norm x20 (a blow-up), far beyond anything before the rebaseline or on its night
+    code, verdict = _night(capsys, tmp_path, store_url, 9, rng, gates, grad_factor=20.0)
+    grad = next(d for d in verdict["declarations"] if d["metric_key"] == "train/grad_norm")
+    assert code == 1 and grad["outcome"] == "fail", verdict["declarations"]
+    failed = [r for r in verdict["results"] if r["metric_key"] == "train/grad_norm" and r["status"] == "FAIL"]
+    assert failed and failed[-1]["bound"] == "blowup" and "blow-up" in failed[-1]["reason"], failed[-1:]
+    reward = next(d for d in verdict["declarations"] if d["metric_key"] == "rollout/raw_reward")
+    assert reward["outcome"] == "pass", verdict["declarations"]  # its rebaseline night passed: it has history
+    # a night at the grad norm's new level is not judged against the old one: a cold start, not a failure
+    code, verdict = _night(capsys, tmp_path, store_url, 10, rng, gates, grad_factor=2.0)
+    grad = next(d for d in verdict["declarations"] if d["metric_key"] == "train/grad_norm")
+    assert code == 0 and grad["outcome"] == "inactive", verdict["declarations"]
+    inactive = [r for r in verdict["results"] if r["metric_key"] == "train/grad_norm"]
+    assert all("cold start" in r["reason"] for r in inactive), inactive[:1]
+    # replay judges the nights after the rebaseline as evaluate did; the rebaseline's own night, judged
+    # with its marker as it stands now, is the first night of a new baseline (evaluate judged it before)
+    report = replay(store_url, "rl", declarations=str(gates), policy="calibrated")
+    statuses = [n["replayed_status"] for n in report["nights"]]
+    assert statuses == ["trusted"] * 9 + ["untrusted", "trusted"], statuses

@@ -117,6 +117,16 @@ def test_faults_that_need_no_history_are_judged_on_the_first_night_with_any():
     assert "20 steps (30 to 49) missing from tonight's record" in short.results[0].reason
     cold = _judge([], tonight)
     assert cold.outcome == "inactive" and "cold start" in cold.results[0].reason
+    # no trusted night yet, but an untrusted one (the first night erred, say): a blow-up is still one
+    first = Candidate("first", "2026-01-31", False, {"o": "error"}, history[0])
+    blown_cold = _judge([], {s: v * 10 for s, v in tonight.items()}, recent=[first])
+    assert blown_cold.outcome == "fail" and blown_cold.results[-1].bound == "blowup"
+    assert "beyond anything their 1 earlier night(s) had" in blown_cold.results[-1].reason
+    assert _judge([], tonight, recent=[first]).outcome == "inactive"  # a calm night: still a cold start
+    # an untrusted night that blew up itself widens nothing: the next blow-up is judged without it
+    tenfold = {s: v * 10 for s, v in tonight.items()}
+    blew = Candidate("blew", "2026-02-01", False, {"o": "fail", "blowup": True}, tenfold)
+    assert _judge([], tenfold, recent=[first, blew]).outcome == "fail"
 
 
 def test_a_level_shift_pages_once_then_continues_then_is_adopted():

@@ -57,7 +57,8 @@ def test_each_step_moves_to_the_median_of_the_nights_since():
 
 def test_a_short_history_is_filled_up_to_the_history_limit():
     before = _cands(_nights(random.Random(1), 30, 5, 0.0), "o", 1)
-    for count, bridge in ((0, 0), (1, 19), (4, 16), (12, 8), (19, 1), (20, 0)):
+    # an empty history too: the nights before a new level still tell a blow-up on its first nights
+    for count, bridge in ((0, 20), (1, 19), (4, 16), (12, 8), (19, 1), (20, 0)):
         choice = choose_history(_cands(_nights(random.Random(2), count, 5, 0.0), "n", 2), 20)
         assert needs_bridge(choice, 20) is (bridge > 0)
         choose_bridge(choice, before, 20)
