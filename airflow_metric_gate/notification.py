@@ -12,6 +12,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from airflow_metric_gate.decision.policy import reports_only
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.report import summary_entry_line, summary_line
 
@@ -91,7 +92,7 @@ def needs_attention(verdict: Mapping | None) -> bool:
 
     :param verdict: the verdict the evaluate task pushed (``None``: nothing to say).
     """
-    if not isinstance(verdict, Mapping) or verdict.get("role") == "shadow":
+    if not isinstance(verdict, Mapping) or reports_only(verdict):
         return False
     if not verdict.get("trusted", True):
         return True

@@ -12,6 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES
 from airflow_metric_gate.enums import ERROR, FAIL, STATUSES
 from airflow_metric_gate.evaluation import NIGHT_BOUND, Result
 
@@ -333,7 +334,7 @@ def calibrated_sections(gates: Mapping[DeclarationKey, Mapping], decisions: Mapp
         for key, decision in decisions.items():
             report = decision.report
             outcome = decision.outcome
-            entry = {**_key_fields(key), "outcome": outcome, "trusted": outcome in ("pass", "inactive")}
+            entry = {**_key_fields(key), "outcome": outcome, "trusted": outcome in TRUSTING_OUTCOMES}
             for name in ("direction", "nights", "z", "threshold", "level", "side", "steps_judged", "driven_count",
                          "false_alarm", "starved", "missing_count", "bridge"):
                 if name in report:

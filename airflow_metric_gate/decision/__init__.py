@@ -13,7 +13,9 @@ from airflow_metric_gate.decision.policy import (
     blocks,
     direction_of,
     policy_of,
+    reports_only,
     run_policy,
 )
 
-__all__ = ["DEFAULT_DIRECTIONS", "DIRECTIONS", "POLICIES", "blocks", "direction_of", "policy_of", "run_policy"]
+__all__ = ["DEFAULT_DIRECTIONS", "DIRECTIONS", "POLICIES", "blocks", "direction_of", "policy_of", "reports_only",
+           "run_policy"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_metric_gate.enums import ERROR, FAIL
+from airflow_metric_gate.enums import ERROR, FAIL, Role
 
 __all__ = [
     "CONTINUING",
@@ -21,6 +21,7 @@ __all__ = [
     "blocks",
     "direction_of",
     "policy_of",
+    "reports_only",
     "run_policy",
 ]
 
@@ -108,3 +109,15 @@ def blocking_results(verdict: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     :param verdict: a verdict (SPEC 10).
     """
     return [r for r in verdict.get("results", ()) if r.get("blocking")]
+
+
+def reports_only(verdict: Any) -> bool:
+    """Whether a verdict only reports: a shadow run's.  The one place the shadow rule is decided.
+
+    A shadow run is judged like any other, but in Airflow it fails no task (its blocking results are
+    logged, not enforced), and nothing is announced (gated asset), approved or notified for it; on
+    the command line the exit status follows ``blocking`` whatever the role.
+
+    :param verdict: a verdict (SPEC 10), or whatever an XCom held in its place.
+    """
+    return isinstance(verdict, Mapping) and verdict.get("role") == Role.SHADOW.value

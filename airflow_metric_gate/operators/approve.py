@@ -16,6 +16,7 @@ from airflow.sdk import Param
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from airflow_metric_gate.accept import accept_level
+from airflow_metric_gate.decision.policy import reports_only
 from airflow_metric_gate.notification import build_notice
 from airflow_metric_gate.operators.base import MetricGateBaseOperator
 from airflow_metric_gate.operators.links import metric_gate_tab_url
@@ -35,7 +36,7 @@ def needs_approval(verdict: Mapping | None) -> bool:
 
     :param verdict: the evaluate task's verdict.
     """
-    if not isinstance(verdict, Mapping) or verdict.get("role") == "shadow":
+    if not isinstance(verdict, Mapping) or reports_only(verdict):
         return False
     shifts = [s for s in verdict.get("level_shifts") or () if not s.get("adopted")]
     return not verdict.get("trusted", True) or bool(shifts)

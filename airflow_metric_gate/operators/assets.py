@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Asset, BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_metric_gate.decision.policy import reports_only
 from airflow_metric_gate.operators._shared import upstream_value
 
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class PublishGatedMetricsOperator(BaseOperator):
         verdict = self.verdict if self.verdict is not None else upstream_value(self, context, "verdict")
         if not isinstance(verdict, Mapping) or "trusted" not in verdict:
             raise AirflowSkipException("no verdict: no gated metrics event")
-        if verdict.get("role") == "shadow":
+        if reports_only(verdict):
             raise AirflowSkipException("a shadow run: no gated metrics event (only baseline nights are announced)")
         if not verdict["trusted"]:
             raise AirflowSkipException(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.standard.triggers.temporal import TimeDeltaTrigger
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_metric_gate.decision.policy import blocking_results
+from airflow_metric_gate.decision.policy import blocking_results, reports_only
 from airflow_metric_gate.enums import Aggregate
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, DEFAULT_MIN_HISTORY
 from airflow_metric_gate.operators._shared import optional, upstream_value
@@ -266,7 +266,7 @@ class EvaluateGateOperator(MetricGateBaseOperator):
         ti.xcom_push(key="return_value", value=verdict)
         self._remember_lineage(verdict)
 
-        shadow = verdict["role"] == "shadow"
+        shadow = reports_only(verdict)
         if shadow:
             self.log.info("%s", SHADOW_NOTE)
         report = render_report(
@@ -288,7 +288,7 @@ class EvaluateGateOperator(MetricGateBaseOperator):
 
         if not verdict["blocking"]:
             return
-        if verdict["role"] == "shadow":
+        if shadow:
             self.log.warning("Shadow run: %s enforced FAIL/ERROR result(s) reported, not enforced", verdict["blocking"])
             return
         enforced = blocking_results(verdict)

@@ -184,6 +184,31 @@ def test_blocking_is_decided_in_one_place():
     assert not blocks(PASS, GATE, enforce=True)
 
 
+def test_the_shadow_rule_is_decided_in_one_place():
+    """A shadow run only reports; the operators, the approval and the notices ask reports_only, and no
+    other module of the package compares a verdict's role with "shadow" by itself (a chart may still
+    draw a shadow run's point its own way)."""
+    import ast
+    from pathlib import Path
+
+    import airflow_metric_gate
+    from airflow_metric_gate.decision.policy import reports_only
+
+    assert reports_only({"role": "shadow"}) and not reports_only({"role": "baseline"})
+    assert not reports_only(None) and not reports_only("shadow")  # an XCom that held no verdict
+    package = Path(airflow_metric_gate.__file__).parent
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        if path.name == "policy.py" and path.parent.name == "decision":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(c, ast.Constant) and c.value == "shadow" for c in [node.left, *node.comparators]) \
+                    and any(isinstance(n, ast.Name) and n.id == "verdict" for n in ast.walk(node.left)):
+                found.append(f"{path.relative_to(package)}:{node.lineno}")
+    assert found == [], f"the shadow rule re-derived at {found}: ask decision.policy.reports_only"
+
+
 def test_a_value_that_is_not_a_number_is_an_error_under_calibrated_and_a_warning_under_reference(tmp_path):
     import json
 

@@ -259,10 +259,14 @@ def test_a_newline_in_a_metric_key_cannot_forge_a_log_line(db, capsys):
     assert "\n" not in str(err.value)
 
 
-def test_failure_message_lists_only_the_results_that_block(db):
-    """A non-enforced declaration's FAIL is reported in the verdict, never named as enforced in the failure."""
+@pytest.mark.parametrize("how", [{}, {"enforce": True, "severity": "warn"},
+                                 {"enforce": True, "allowlist_reason": "known noisy after the kernel change"}],
+                         ids=["not-enforced", "severity-warn", "allowlisted"])
+def test_failure_message_lists_only_the_results_that_block(db, how):
+    """A FAIL that does not block (a non-enforced declaration, ``severity: warn``, an allowlisted one) is
+    reported in the verdict, never named as enforced in the failure."""
     enforced = declare("rollout/raw_reward", steps="all", constraint=CONSTRAINT, enforce=True)
-    reported = declare("train/grad_norm", steps="all", constraint=CONSTRAINT)
+    reported = declare("train/grad_norm", steps="all", constraint=CONSTRAINT, **how)
 
     def night(day, reward, grad):
         selections = [Selection(enforced, points=[(s, reward, s) for s in range(3)]),

@@ -3,9 +3,13 @@
 Used by the system test (``tests/system``): every night, each chain ingests the record of its own
 series (``<record_root>/<series>/<YYYY-MM-DD>``), selects, persists and evaluates it.  The two
 chains share the DAG run, so the store must keep two runs (one per series) and two histories.
+Its tasks retry as the packaged DAG's do (a task a loaded worker lost is tried again, and its write
+must replace its own rows, never add to them).
 """
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pendulum
 from airflow.sdk import DAG, Param
@@ -25,6 +29,7 @@ with DAG(
     max_active_runs=1,
     tags=["metric-gate", "system-test"],
     params={"record_root": Param("/data/training", type="string")},
+    default_args={"retries": 2, "retry_delay": timedelta(seconds=5)},
 ) as dag:
     for series in SERIES:
         slug = series.replace("-", "_")
