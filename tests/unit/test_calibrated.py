@@ -16,6 +16,7 @@ from airflow_metric_gate.decision.calibrated import (
     judge_declaration,
     night_trusted,
 )
+from airflow_metric_gate.decision.parameters import MANY_STEPS
 from airflow_metric_gate.decision.stats import t_cdf, t_quantile, trimmed_mean
 from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS
 
@@ -57,8 +58,40 @@ def test_false_alarms_stay_at_their_level_whatever_the_steps_and_the_shared_vari
     for _ in range(trials):
         *history, tonight = _nights(rng, 21, steps, shared, heavy=heavy)
         alarms += _judge(history, tonight).outcome != "pass"
-    # the policy's level is 0.1 % a night; the bound leaves room for the trials' own noise
+    # every test of the policy together alarms on about 0.06 % of clean nights: too rare to measure
+    # here, so this only shows that nothing is far off; the level itself is measured below
     assert alarms / trials <= 0.02, (alarms, trials)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("steps", "shared", "heavy", "trials"), [
+    (10, 0.0, False, 1000), (10, 0.9, True, 1000), (300, 0.0, True, 500), (300, 0.5, False, 500),
+    (300, 0.9, True, 500), (2000, 0.9, False, 200),
+])
+def test_the_night_test_alarms_at_its_level_whatever_the_steps_and_the_shared_variation(
+        monkeypatch, steps, shared, heavy, trials):
+    """The night test's level set to 5 % (measurable in a few hundred nights), the other tests off: on
+    null nights it alarms on 5 % of them within the trials' own noise, from 10 to 2,000 steps a night
+    and a shared share of the variance from 0 to 0.9, heavy tails or not.  Below 20 steps its bound
+    takes heavy tails for granted (at most 6 degrees of freedom): fewer alarms, never more."""
+    from airflow_metric_gate.decision import calibrated, night_tests
+
+    level = 0.05
+    monkeypatch.setattr(calibrated, "FALSE_ALARM", level)
+    for other in ("SUSTAINED_FALSE_ALARM", "DRIFT_FALSE_ALARM", "SHAPE_FALSE_ALARM"):
+        monkeypatch.setattr(night_tests, other, 1e-12)
+    rng = random.Random(1000 + steps * 7 + int(shared * 10) + heavy)
+    alarms = 0
+    for _ in range(trials):
+        *history, tonight = _nights(rng, 21, steps, shared, heavy=heavy)
+        decision = _judge(history, tonight)
+        if decision.outcome != "pass":
+            assert decision.results[-1].bound == "night", decision.results[-1]
+            alarms += 1
+    rate, noise = alarms / trials, 3.3 * math.sqrt(level * (1 - level) / trials)  # 3.3 sd: 0.1 % each side
+    assert rate <= level + noise, (rate, level + noise)
+    if steps >= MANY_STEPS and trials >= 500:
+        assert rate >= level - noise, (rate, level - noise)  # at its level, not merely below it
 
 
 def test_an_independence_assumption_would_not_hold_where_the_calibration_does():
