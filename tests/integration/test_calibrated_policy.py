@@ -6,9 +6,11 @@ import json
 import math
 import random
 
+import pytest
 import yaml
 
 from airflow_metric_gate.cli import main
+from airflow_metric_gate.declarations import DeclarationError
 from airflow_metric_gate.replay import replay
 from airflow_metric_gate.schemas.verdict import VerdictSchema
 from airflow_metric_gate.store import open_store
@@ -283,3 +285,49 @@ def test_a_blow_up_right_after_a_rebaseline_on_an_untrusted_night_fails(capsys, 
     report = replay(store_url, "rl", declarations=str(gates), policy="calibrated")
     statuses = [n["replayed_status"] for n in report["nights"]]
     assert statuses == ["trusted"] * 9 + ["untrusted", "trusted"], statuses
+
+
+def test_a_declarations_policy_wins_over_its_files_which_wins_over_the_callers(capsys, tmp_path, store_url):
+    """The order of SPEC's policy key: the declaration's own, its gates file's, the caller's
+    (``--policy``, ``run_gate(policy=)``), else ``reference``; a policy that is none is bad input."""
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text("policy: calibrated\ngates:\n  - metric_key: rollout/raw_reward\n    policy: reference\n"
+                     "  - metric_key: train/grad_norm\n")
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("gates:\n  - metric_key: rollout/raw_reward\n  - metric_key: train/grad_norm\n")
+    rng = random.Random(12)
+    judged = {}
+    for day, (gates, extra) in enumerate([(mixed, ("--policy", "reference")), (plain, ("--policy", "calibrated")),
+                                          (plain, ())]):
+        _, verdict = _night(capsys, tmp_path, store_url, day, rng, gates, *extra)
+        judged[day] = (verdict.get("policy"), sorted(d["metric_key"] for d in verdict.get("declarations", ())))
+    assert judged == {
+        0: ("mixed", ["train/grad_norm"]),  # the file's calibrated beats --policy reference; the reward's own wins
+        1: ("calibrated", ["rollout/raw_reward", "train/grad_norm"]),  # the file says nothing: --policy applies
+        2: (None, []),  # nobody says: reference, and its verdict keeps the reference shape
+    }
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("gates:\n  - metric_key: train/grad_norm\n    policy: calibratd\n")
+    record = _record(tmp_path / "bad.jsonl", rng)
+    code, out, err = _run(capsys, "run", record, "--gates", bad, "--series", "rl", "--store", store_url,
+                          "--run-id", "bad-policy", "--logical-date", _date(5))
+    assert code == 2 and f"{bad}:2: gate 1 (train/grad_norm): field 'policy': must be one of 'reference', " \
+        "'calibrated', got 'calibratd'" in err, err
+    assert "nothing was stored" in err
+    with open_store(store_url) as store:
+        assert [r.run_id for r in store.list_runs(series="rl", limit=10) if r.run_id == "bad-policy"] == []
+
+
+def test_run_gate_gives_its_policy_to_the_declarations_that_set_none(tmp_path, store_url):
+    from airflow_metric_gate import run_gate
+
+    rng = random.Random(13)
+    gates = [{"metric_key": "rollout/raw_reward", "policy": "reference"}, {"metric_key": "train/grad_norm"}]
+    verdict = run_gate(_record(tmp_path / "n.jsonl", rng), gates, series="rl", store=store_url, policy="calibrated",
+                       logical_date=_date(0))
+    as_json = verdict.to_dict()
+    assert as_json["policy"] == "mixed"
+    assert [d["metric_key"] for d in as_json["declarations"]] == ["train/grad_norm"]
+    with pytest.raises(DeclarationError, match="policy must be one of 'reference', 'calibrated', got 'strict'"):
+        run_gate(_record(tmp_path / "m.jsonl", rng), gates, series="rl", store=store_url, policy="strict",
+                 logical_date=_date(1))
