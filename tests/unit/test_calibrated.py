@@ -19,6 +19,7 @@ from airflow_metric_gate.decision.calibrated import (
 from airflow_metric_gate.decision.parameters import MANY_STEPS
 from airflow_metric_gate.decision.stats import t_cdf, t_quantile, trimmed_mean
 from airflow_metric_gate.enums import ERROR, FAIL, INACTIVE, PASS
+from airflow_metric_gate.selection import LAST_STEP
 
 KEY = ("train/loss", '"all"', '{"rel_down":0.1,"rel_up":0.1}')
 GATE = {"metric_key": KEY[0], "steps_key": KEY[1], "constraint_key": KEY[2],
@@ -180,6 +181,35 @@ def test_a_level_shift_pages_once_then_continues_then_is_adopted():
     choice = choose_history(trusted + shift, 20)
     assert choice.adopted is not None and [c.run_id for c in choice.history] == [c.run_id for c in shift]
     assert choose_history(trusted + shift[:-1], 20).adopted is None
+
+
+def test_a_once_a_night_metric_is_judged_against_its_own_night_to_night_variation():
+    """A mismatch rate (one value a night, the defaults table's band: +100 % and 0.1 absolute): a 1.5x
+    night, far inside that band, fails when the rate moves by 3 % from night to night, and passes when
+    it moves by 40 %; the night test is the same, its spread is each metric's own."""
+    metric = "rollout/tito_session_mismatch_rate/v1/assistant_text"
+    key = (metric, '"last"', '{"abs_floor_up":0.1,"rel_down":1.0,"rel_up":1.0}')
+    gate = {**GATE, "metric_key": metric, "steps_key": key[1], "constraint_key": key[2],
+            "constraint": {"rel_up": 1.0, "abs_floor_up": 0.1, "rel_down": 1.0, "abs_floor_down": 0.0},
+            "direction": direction_of({"metric_key": metric})}
+    assert gate["direction"] == "up"
+
+    def judge(spread, factor, seed):
+        rng = random.Random(seed)
+        nights = [{LAST_STEP: 0.02 * math.exp(rng.gauss(0.0, spread))} for _ in range(21)]
+        cands = [Candidate(f"r{i}", f"2026-01-{i + 1:02d}", True, {"o": "pass"}, v) for i, v in enumerate(nights[:-1])]
+        tonight = [(LAST_STEP, 300, nights[-1][LAST_STEP] * factor)]
+        return judge_declaration(key, gate, tonight, choose_history(cands, 20), run_id="tonight",
+                                 logical_date="2026-02-01")
+
+    quiet = [judge(0.03, 1.5, seed) for seed in range(20)]
+    assert all(d.outcome == "fail" and d.results[-1].bound == "night" for d in quiet), [d.outcome for d in quiet]
+    assert "1 step(s)" in quiet[0].results[-1].reason
+    noisy = [judge(0.4, 1.5, seed) for seed in range(20)]
+    assert all(d.outcome == "pass" for d in noisy), [d.outcome for d in noisy]
+    # and the quiet rate's clean nights, and its 1.5x drop (the good side), pass
+    assert all(judge(0.03, 1.0, seed).outcome == "pass" for seed in range(20))
+    assert all(judge(0.03, 1 / 1.5, seed).outcome == "pass" for seed in range(20))
 
 
 def test_a_slow_regression_inside_every_band_is_reported_as_drift():
