@@ -41,6 +41,9 @@ def _candidates_of(candidates: list, key: tuple[str, str, str]) -> list[Candidat
 def starved_reason(candidates: list, key: tuple[str, str, str] | None) -> str | None:
     """Name why a declaration has no trusted history although earlier nights exist, or ``None``.
 
+    The cause named is the latest night's: with trust per declaration (``key``), what made that
+    night untrusted for this declaration (marked untrusted, or its own failure); else the run's.
+
     :param candidates: the earlier judged nights (:meth:`MetricStore.judged_candidates`), oldest first.
     :param key: the declaration (trust per declaration), or ``None`` for the run's own trust.
     """
@@ -53,7 +56,12 @@ def starved_reason(candidates: list, key: tuple[str, str, str] | None) -> str | 
     if trusted:
         return None
     latest = candidates[-1]
-    cause = (latest[4].get("_cause") or {}).get("cause") if latest[4] else None
+    stored = latest[4] or {}
+    own = stored.get(outcome_key(key)) or {} if key is not None else {}
+    if key is not None and latest[3] == "untrusted":
+        cause = "it was marked untrusted"
+    else:
+        cause = own.get("cause") or (stored.get("_cause") or {}).get("cause")
     since = candidates[0][1].date().isoformat()
     because = f", the latest because {cause}" if cause else ""
     return (f"starved baseline: no trusted night since {since}: every one of the {len(candidates)} earlier "

@@ -331,3 +331,33 @@ def test_run_gate_gives_its_policy_to_the_declarations_that_set_none(tmp_path, s
     with pytest.raises(DeclarationError, match="policy must be one of 'reference', 'calibrated', got 'strict'"):
         run_gate(_record(tmp_path / "m.jsonl", rng), gates, series="rl", store=store_url, policy="strict",
                  logical_date=_date(1))
+
+
+def test_a_starved_calibrated_declaration_names_its_own_cause(capsys, tmp_path, store_url):
+    """Under calibrated, trust is per declaration: a starved declaration's nights were untrusted for a cause
+    of its own, and its reason names that cause, not the first one another declaration had."""
+    gates = tmp_path / "gates.yaml"
+    gates.write_text("policy: calibrated\ngates:\n  - metric_key: eval/f1_scroe\n    steps: last\n"
+                     "    constraint: {rel_up: 0.1, rel_down: 0.1}\n"
+                     "  - metric_key: train/grad_norm\n")
+    rng = random.Random(14)
+    for day in range(4):  # the trainer does not log the grad norm yet; the misspelt f1 is never there
+        record = tmp_path / f"night{day}.jsonl"
+        record.write_text(json.dumps({"metric": "rollout/raw_reward", "series": [[s, 0.5] for s in range(STEPS)]})
+                          + "\n")
+        code, out, err = _run(capsys, "run", record, "--gates", gates, "--series", "rl", "--store", store_url,
+                              "--run-id", f"night-{day:03d}", "--logical-date", _date(day))
+        assert code == 0, err
+    record = _record(tmp_path / "night4.jsonl", rng)
+    code, out, err = _run(capsys, "run", record, "--gates", gates, "--series", "rl", "--store", store_url,
+                          "--run-id", "night-004", "--logical-date", _date(4), "--json")
+    verdict = json.loads(out)
+    [starved] = [s for s in verdict["starved"] if s["metric_key"] == "train/grad_norm"]
+    assert starved["reason"].startswith("starved baseline: no trusted night since 2026-01-01: every one of the 4 "
+                                        "earlier night(s) was untrusted, the latest because train/grad_norm: ")
+    assert "f1_scroe" not in starved["reason"], starved["reason"]
+    # the text report (the task log) says it on a line of its own
+    code, out, err = _run(capsys, "show", "night-004", "--store", store_url)
+    assert code in (0, 1), err
+    [line] = [x for x in out.splitlines() if x.startswith("STARVED train/grad_norm")]
+    assert line == f"STARVED train/grad_norm (steps \"all\"): {starved['reason']}", line
