@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import getpass
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_metric_gate.store import MetricStore, opened_store
 
-__all__ = ["accept_level", "current_user"]
+__all__ = ["accept_level", "accept_offer", "current_user"]
 
 
 def current_user() -> str:
@@ -27,6 +28,33 @@ def current_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):  # no name for this uid (a container)
         return "unknown"
+
+
+def accept_offer(verdict: Any) -> tuple[str, str] | None:
+    """The change a verdict offers to accept, as (its first night's store run id, a short description).
+
+    A level shift not adopted yet first, then a night that got worse within itself, then a slow
+    drift: each is accepted as a new level from the night it was first reported.  ``None`` when the
+    verdict reports none of them (a reference verdict, a verdict of an earlier release without the
+    night).  The UI's button and the approval operator's answer both accept what this names.
+
+    :param verdict: a verdict (SPEC 10 with the calibrated sections), or whatever an XCom held.
+    """
+    if not isinstance(verdict, Mapping):
+        return None
+
+    def pct(x: object) -> str:
+        return f"{x * 100:+.1f} %" if isinstance(x, (int, float)) else ""
+
+    for section, shown in (
+            ("level_shifts", lambda x: f"{pct(x.get('change'))} since {str(x.get('since'))[:10]}"
+             if isinstance(x.get("change"), (int, float)) else ""),
+            ("within_night", lambda x: f"worse from step {x.get('from_step')} since {str(x.get('since'))[:10]}"),
+            ("drifts", lambda x: f"drift {pct(x.get('cumulative'))} since {str(x.get('start'))[:10]}")):
+        for x in verdict.get(section) or ():
+            if isinstance(x, Mapping) and not x.get("adopted") and x.get("since_run_id"):
+                return str(x["since_run_id"]), shown(x)
+    return None
 
 
 def accept_level(store: str | MetricStore | None, series: str, backend: str = "cuda", suite: str = "default", *,

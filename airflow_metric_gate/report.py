@@ -168,6 +168,13 @@ def _pct(x: float) -> str:
     return f"{x * 100:+.1f} %"
 
 
+def _accept_text(what: str, where: str, since_run_id: object) -> str:
+    """The accept command offered beside a drift or a within-night change (none without the night it began)."""
+    if not since_run_id:
+        return ""
+    return f". If {what} is right: metric-gate accept {where} --since {shlex.quote(str(since_run_id))} --reason '...'"
+
+
 def notice_lines(verdict: Mapping) -> tuple[str, ...]:
     """The lines that tell on-call what the calibrated policy found beyond FAILs, and starved baselines.
 
@@ -194,11 +201,13 @@ def notice_lines(verdict: Mapping) -> tuple[str, ...]:
     for drift in verdict.get("drifts", ()) or ():
         lines.append(f"DRIFT {drift['metric_key']} (steps {drift['steps_key']}) since {drift['start']}: "
                      f"{drift['slope'] * 100:+.2f} % a night, {_pct(drift['cumulative'])} in all"
-                     + (" (continues)" if drift.get("continues") else ""))
+                     + (" (continues)" if drift.get("continues") else "")
+                     + _accept_text("the level it reached", where, drift.get("since_run_id")))
     for worse in verdict.get("within_night", ()) or ():
         lines.append(f"WORSE WITHIN THE NIGHT {worse['metric_key']} (steps {worse['steps_key']}): from step "
                      f"{worse['from_step']} on, against the steps before it"
-                     + (f" (since {worse['since']}, continues)" if worse.get("continues") else ""))
+                     + (f" (since {worse['since']}, continues)" if worse.get("continues") else "")
+                     + _accept_text("the new shape", where, worse.get("since_run_id")))
     for better in verdict.get("improvements", ()) or ():
         lines.append(f"IMPROVED {better['metric_key']} (steps {better['steps_key']}): {_pct(better['level'])} "
                      "beyond its band on the good side; not a regression")

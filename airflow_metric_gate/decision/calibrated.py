@@ -394,6 +394,7 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
         outcome = "drift-continues" if continues else "drift"
         drift_since = previous.get("since", run_id) if continues else run_id
         drift["continues"] = bool(continues)
+        drift["since_run_id"] = drift_since  # the night it was first reported: what accept starts from
         report["drift"] = drift
         text = (f"slow drift since {drift['start']}: {drift['slope'] * 100:+.2f} % a night, "
                 f"{_pct(drift['cumulative'])} over its {drift['nights']} night(s) against the {drift['anchor_nights']} "

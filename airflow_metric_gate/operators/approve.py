@@ -15,7 +15,7 @@ from airflow.providers.standard.operators.hitl import HITLOperator
 from airflow.sdk import Param
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
-from airflow_metric_gate.accept import accept_level
+from airflow_metric_gate.accept import accept_level, accept_offer
 from airflow_metric_gate.decision.policy import reports_only
 from airflow_metric_gate.notification import build_notice
 from airflow_metric_gate.operators.base import MetricGateBaseOperator
@@ -38,8 +38,7 @@ def needs_approval(verdict: Mapping | None) -> bool:
     """
     if not isinstance(verdict, Mapping) or reports_only(verdict):
         return False
-    shifts = [s for s in verdict.get("level_shifts") or () if not s.get("adopted")]
-    return not verdict.get("trusted", True) or bool(shifts)
+    return not verdict.get("trusted", True) or accept_offer(verdict) is not None
 
 
 def responder(event: Mapping) -> str:
@@ -138,8 +137,8 @@ class ApproveNightOperator(HITLOperator, MetricGateBaseOperator):
         run_id = verdict["run_id"]
         with self.store() as store:
             if choice == ACCEPT:
-                shifts = [s for s in verdict.get("level_shifts") or () if not s.get("adopted")]
-                since = shifts[0].get("since_run_id") or shifts[0].get("since") if shifts else run_id
+                offer = accept_offer(verdict)  # the level shift's (drift's, shape's) first night, else tonight
+                since = offer[0] if offer is not None else run_id
                 done = accept_level(store, verdict["series"], verdict["backend"], verdict["suite"], since=since,
                                     reason=reason, by=by)
                 self.log.info("metric-gate: %s accepted the level of %s since %s (%s night(s)): %s", by,

@@ -57,7 +57,8 @@ def starved_reason(candidates: list, key: tuple[str, str, str] | None) -> str | 
         return None
     latest = candidates[-1]
     stored = latest[4] or {}
-    own = stored.get(outcome_key(key)) or {} if key is not None else {}
+    own = (stored.get(outcome_key(key)) or {}) if key is not None else {}
+    cause: str | None
     if key is not None and latest[3] == "untrusted":
         cause = "it was marked untrusted"
     else:

@@ -24,7 +24,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from airflow_metric_gate.accept import accept_level
+from airflow_metric_gate.accept import accept_level, accept_offer
 from airflow_metric_gate.evaluation import DEFAULT_HISTORY_LIMIT, FAIL
 from airflow_metric_gate.plugins import auth
 from airflow_metric_gate.plugins.charts import coordinate_chart, night_chart, steps_chart
@@ -267,13 +267,9 @@ def create_app() -> FastAPI:
             if run is not None and auth.is_authorized(user, run.provenance.get("dag_id") or q["dag_id"], "PUT"):
                 token = auth.form_token(user, run, mark_target(run))
                 mark = mark_form(run, MarkForm(token, "task?" + request.url.query))
-                shift = next((x for x in verdict.get("level_shifts") or () if isinstance(x, Mapping)
-                              and not x.get("adopted") and x.get("since_run_id")), None)
-                if shift is not None:
-                    since = str(shift["since_run_id"])
-                    change = shift.get("change")
-                    shown = f"{change * 100:+.1f} % since {str(shift.get('since'))[:10]}" \
-                        if isinstance(change, (int, float)) else ""
+                offer = accept_offer(verdict)
+                if offer is not None:
+                    since, shown = offer
                     accept = accept_form(run, since, MarkForm(auth.form_token(user, run, _accept_action(since)),
                                                              "task?" + request.url.query), shown)
         return _html(task_page(verdict, views, summary_from_verdict=from_verdict, series_href=series_href, mark=mark,

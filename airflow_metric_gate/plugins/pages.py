@@ -359,12 +359,22 @@ def task_page(
     if mark:
         head += f"<p>{mark}</p>"
     shifts = [x for x in verdict.get("level_shifts") or () if isinstance(x, Mapping)]
-    if shifts:
-        items = "".join(
-            f"<li>{escape(str(x.get('metric_key')))}: level shift since {escape(str(x.get('since')))}"
-            + (" (adopted)" if x.get("adopted") else f", {escape(str(x.get('nights')))} night(s)") + "</li>"
-            for x in shifts)
-        head += f"<h2>Level shifts</h2><ul class=\"mg-shifts\">{items}</ul>" + (f"<p>{accept}</p>" if accept else "")
+    items = "".join(
+        f"<li>{escape(str(x.get('metric_key')))}: level shift since {escape(str(x.get('since')))}"
+        + (" (adopted)" if x.get("adopted") else f", {escape(str(x.get('nights')))} night(s)") + "</li>"
+        for x in shifts)
+    items += "".join(
+        f"<li>{escape(str(x.get('metric_key')))}: worse within the night from step {escape(str(x.get('from_step')))}"
+        f" since {escape(str(x.get('since')))}</li>"
+        for x in verdict.get("within_night") or () if isinstance(x, Mapping))
+    items += "".join(
+        f"<li>{escape(str(x.get('metric_key')))}: slow drift since {escape(str(x.get('start')))}"
+        + (f", {x['cumulative'] * 100:+.1f} % in all" if isinstance(x.get("cumulative"), (int, float)) else "")
+        + "</li>"
+        for x in verdict.get("drifts") or () if isinstance(x, Mapping))
+    if items:
+        title = "Level shifts and drifts" if verdict.get("within_night") or verdict.get("drifts") else "Level shifts"
+        head += f"<h2>{title}</h2><ul class=\"mg-shifts\">{items}</ul>" + (f"<p>{accept}</p>" if accept else "")
     body = [head, "<h2>What regressed</h2>", summary, trust_table(verdict)]
     warnings = [w for w in verdict.get("warnings", None) or () if isinstance(w, Mapping)]
     if warnings:

@@ -106,3 +106,28 @@ def test_accept_needs_edit_rights_and_a_token_for_that_very_night(ui, monkeypatc
     assert _post(ui, {**form, "since": "n2"}).status_code == 403  # the token names its night
     with open_store(ui.store_url) as store:
         assert store.get_run("n5").status == "untrusted"
+
+
+@pytest.mark.parametrize(("section", "entry", "button"), [
+    ("drifts", {"start": "2026-11-02T00:00:00+00:00", "slope": -0.01, "cumulative": -0.05, "side": "below",
+                "since_run_id": "n5", "continues": False}, "Accept this level (drift -5.0 % since 2026-11-02)"),
+    ("within_night", {"from_step": 1, "since": "2026-11-06T00:00:00+00:00", "since_run_id": "n5", "nights": 1,
+                      "side": "below", "continues": False},
+     "Accept this level (worse from step 1 since 2026-11-06)"),
+])
+def test_a_drift_or_a_night_worse_within_itself_is_offered_the_accept_too(ui, monkeypatch, section, entry, button):
+    """The runbook says to decide on a drift or a within-night change as on a level shift: the task page
+    lists it and offers the same accept, from the night it was first reported."""
+    changed = {**ui.verdict, section: [{"metric_key": "rollout/raw_reward", "steps_key": '"all"',
+                                        "constraint_key": "{}", **entry}]}
+    monkeypatch.setattr(app_module, "task_verdict", lambda dag_id, run_id, task_id, map_index: TaskVerdict(
+        "EvaluateGateOperator", "failed", changed) if run_id == "scheduled__5" else None)
+    page, match = _accept_form(ui)
+    assert match and match[2] == "n5", page
+    assert button in unescape(page)
+    assert "<h2>Level shifts and drifts</h2>" in page
+    form = {"run_id": match[1], "since": match[2], "token": unescape(match[3]), "reason": "longer schedule",
+            "next": "task?" + TASK_Q}
+    assert _post(ui, form).status_code == 303
+    with open_store(ui.store_url) as store:
+        assert (store.get_run("n5").status, store.get_run("n5").rebaseline) == ("trusted", True)

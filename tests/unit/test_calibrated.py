@@ -229,6 +229,27 @@ def test_a_slow_regression_inside_every_band_is_reported_as_drift():
     night, decision = found
     if decision.outcome == "drift":
         assert decision.report["drift"]["cumulative"] > 0.03 and decision.results[-1].bound == "drift"
+        assert decision.report["drift"]["since_run_id"] == "tonight"  # what an accept of it starts from
+
+
+def test_the_notice_lines_offer_the_accept_for_a_drift_and_a_night_worse_within_itself():
+    from airflow_metric_gate.report import notice_lines
+
+    verdict = {"series": "rl-7b", "backend": "cuda", "suite": "nightly",
+               "drifts": [{"metric_key": "rollout/raw_reward", "steps_key": '"all"', "start": "2026-11-02",
+                           "slope": -0.01, "cumulative": -0.05, "since_run_id": "af-9"}],
+               "within_night": [{"metric_key": "train/grad_norm", "steps_key": '"all"', "from_step": 150,
+                                 "since": "2026-11-06", "since_run_id": "af-7", "continues": True}]}
+    drift, worse = notice_lines(verdict)
+    assert drift == ('DRIFT rollout/raw_reward (steps "all") since 2026-11-02: -1.00 % a night, -5.0 % in all. '
+                     "If the level it reached is right: metric-gate accept --series rl-7b --backend cuda --suite "
+                     "nightly --since af-9 --reason '...'")
+    assert worse == ('WORSE WITHIN THE NIGHT train/grad_norm (steps "all"): from step 150 on, against the steps '
+                     "before it (since 2026-11-06, continues). If the new shape is right: metric-gate accept "
+                     "--series rl-7b --backend cuda --suite nightly --since af-7 --reason '...'")
+    # a verdict of an earlier release (no run id for the drift): the line, without a command it cannot give
+    del verdict["drifts"][0]["since_run_id"]
+    assert notice_lines(verdict)[0].endswith("-5.0 % in all")
 
 
 def test_trust_per_declaration_and_marks():
