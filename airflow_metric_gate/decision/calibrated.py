@@ -47,6 +47,7 @@ from airflow_metric_gate.decision.history import (
     HistoryChoice,
     bridged_history,
     choose_history,
+    cold_pool,
     night_trusted,
 )
 from airflow_metric_gate.decision.night_tests import (
@@ -146,7 +147,7 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
     if n == 0:
         # no trusted night of this level yet (a cold start, or a rebaseline on a night that failed): a
         # blow-up is still judged, against the nights before the level began and its own nights since
-        pool = [c for c in (*choice.bridge, *choice.recent) if c.values and not (c.outcome or {}).get("blowup")]
+        pool = [c for c in cold_pool(choice) if c.values]
         if pool:
             columns = _columns_plain(steps, pool)
             refs = [median_sorted(column) if column else math.nan for column in columns]

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_metric_gate.decision.parameters import ADOPTABLE, SHIFT_ADOPT
+from airflow_metric_gate.decision.parameters import ADOPTABLE, EXPECTED_NIGHTS, SHIFT_ADOPT
 from airflow_metric_gate.decision.policy import TRUSTING_OUTCOMES
 from airflow_metric_gate.decision.stats import median_sorted
 from airflow_metric_gate.evaluation import Result
@@ -217,3 +217,19 @@ class Decision:
     results: list[Result]
     stored: dict[str, Any]
     report: dict[str, Any]
+
+
+def cold_pool(choice: HistoryChoice) -> list[Candidate]:
+    """The nights a declaration with no trusted night of its level judges a blow-up against.
+
+    Its bridge (the trusted nights before the level began, when it began at a marker) and the latest
+    :data:`~airflow_metric_gate.decision.parameters.EXPECTED_NIGHTS` of its untrusted nights since
+    that did not blow up themselves: a few nights, whatever the size of a night.  Empty once the
+    declaration has a trusted night (its history is what it is judged against then).
+
+    :param choice: the history :func:`choose_history` picked.
+    """
+    if choice.history:
+        return []
+    recent = [c for c in choice.recent if not (c.outcome or {}).get("blowup")][-EXPECTED_NIGHTS:]
+    return [*choice.bridge, *recent]

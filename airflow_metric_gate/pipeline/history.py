@@ -7,7 +7,14 @@ from collections.abc import Generator, Mapping, Sequence
 from contextlib import closing
 
 from airflow_metric_gate.chunking import read_ahead
-from airflow_metric_gate.decision.history import Candidate, choose_bridge, choose_history, needs_bridge, night_trusted
+from airflow_metric_gate.decision.history import (
+    Candidate,
+    choose_bridge,
+    choose_history,
+    cold_pool,
+    needs_bridge,
+    night_trusted,
+)
 from airflow_metric_gate.decision.parameters import SHIFT_ADOPT
 from airflow_metric_gate.judging import CalibratedJudgement, judge_calibrated, merge_judgements
 from airflow_metric_gate.store import MetricStore, RunRow
@@ -107,10 +114,11 @@ def judge_calibrated_declarations(store: MetricStore, run: RunRow, gates: dict, 
         before = store.bridge_candidates(run.run_id, candidate_limit(history_limit))
         for key, choice in choices.items():
             choose_bridge(choice, choose_history(_candidates_of(before, key), history_limit).history, history_limit)
-    # the nights read: those of every declaration's history and bridge, and a declaration's recent nights
-    # when it has no history (a blow-up is judged against them); else only when they are among the others
+    # the nights read: those of every declaration's history and bridge, and, for a declaration without
+    # history, the few nights it judges a blow-up against (a declaration's other recent nights are read
+    # only when they are among them)
     needed = sorted({c.run_id for choice in choices.values()
-                     for c in (*choice.history, *choice.bridge, *(() if choice.history else choice.recent))})
+                     for c in (*choice.history, *choice.bridge, *cold_pool(choice))})
     parts: list[CalibratedJudgement] = []
     # closed before anything else uses the store, even when judging raises: the reading thread is done then
     with closing(_nights(store, run.run_id, list(gates), needed)) as nights:

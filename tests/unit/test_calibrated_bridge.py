@@ -176,3 +176,15 @@ def test_without_the_new_levels_own_error_in_the_bound_the_level_would_not_hold(
     monkeypatch.setattr(calibrated, "BRIDGE_REF_VARIANCE", 0.0)
     rate = _bridged_rate(random.Random(300 * 31 + 1), 250, 1, 300, 0.9, False)
     assert rate >= 0.06, rate
+
+
+def test_a_declaration_without_history_judges_a_blow_up_against_a_few_nights_whatever_their_number():
+    from airflow_metric_gate.decision.history import HistoryChoice, cold_pool
+
+    before = [Candidate(f"b{i}", f"2026-01-{i + 1:02d}", True, {"o": "pass"}) for i in range(4)]
+    recent = [Candidate(f"u{i}", f"2026-02-{i + 1:02d}", False,
+                        {"o": "fail", **({"blowup": True} if i == 58 else {})}) for i in range(60)]
+    choice = HistoryChoice([], recent, bridge=before)
+    # the bridge, then the latest three untrusted nights that did not blow up: not sixty nights of values
+    assert [c.run_id for c in cold_pool(choice)] == ["b0", "b1", "b2", "b3", "u56", "u57", "u59"]
+    assert cold_pool(HistoryChoice(before[:1], recent, bridge=before[1:])) == []  # a trusted night: its history
