@@ -53,6 +53,17 @@ def _night(capsys, tmp_path, store_url, day, rng, gates, *extra, **factors):
     return code, verdict
 
 
+def _trusted_start(capsys, tmp_path, store_url, gates_text, seed, nights):
+    """Write the gates file and run ``nights`` clean nights, each trusted; return the file and the generator."""
+    gates = tmp_path / "gates.yaml"
+    gates.write_text(gates_text)
+    rng = random.Random(seed)
+    for day in range(nights):
+        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates)
+        assert code == 0 and verdict["trusted"], verdict["results"][:2]
+    return gates, rng
+
+
 def _date(day):
     return f"2026-{1 + day // 28:02d}-{1 + day % 28:02d}T00:00:00Z"
 
@@ -91,12 +102,8 @@ def test_the_reference_policy_names_the_cause_of_a_starved_baseline(capsys, tmp_
 
 
 def test_a_level_shift_pages_once_and_accept_rebaselines_from_its_nights(capsys, tmp_path, store_url):
-    gates = tmp_path / "gates.yaml"
-    gates.write_text("policy: calibrated\ngates:\n  - metric_key: rollout/raw_reward\n    enforce: true\n")
-    rng = random.Random(3)
-    for day in range(10):
-        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates)
-        assert code == 0 and verdict["trusted"], verdict["results"][:2]
+    reward = "policy: calibrated\ngates:\n  - metric_key: rollout/raw_reward\n    enforce: true\n"
+    gates, rng = _trusted_start(capsys, tmp_path, store_url, reward, 3, 10)
     pages = []
     for day in range(10, 13):  # a new dataset version: the reward is 25 % lower from now on
         code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates, reward_factor=0.75)
@@ -126,13 +133,9 @@ def test_a_level_shift_pages_once_and_accept_rebaselines_from_its_nights(capsys,
 def test_a_new_level_right_after_an_accept_pages_once_and_is_adopted_not_locked_out(capsys, tmp_path, store_url):
     """One trusted night of a new level is the history after an accept: the grad norm that keeps leaving the
     constraint's band (the prior while calibrating) is one level shift, not a page every night."""
-    gates = tmp_path / "gates.yaml"
-    gates.write_text("policy: calibrated\ngates:\n  - metric_key: train/grad_norm\n    enforce: true\n"
-                     "    constraint: {rel_up: 0.2, abs_floor_up: 0.0, rel_down: 0.2, abs_floor_down: 0.0}\n")
-    rng = random.Random(4)
-    for day in range(8):
-        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates)
-        assert code == 0 and verdict["trusted"]
+    gates, rng = _trusted_start(
+        capsys, tmp_path, store_url, "policy: calibrated\ngates:\n  - metric_key: train/grad_norm\n    enforce: true\n"
+        "    constraint: {rel_up: 0.2, abs_floor_up: 0.0, rel_down: 0.2, abs_floor_down: 0.0}\n", 4, 8)
     code, verdict = _night(capsys, tmp_path, store_url, 8, rng, gates, grad_factor=2.0)  # a change doubles it
     assert code == 1
     code, out, err = _run(capsys, "accept", "--series", "rl", "--since", "night-008", "--reason", "new optimizer",
@@ -254,13 +257,9 @@ def test_a_blow_up_right_after_a_rebaseline_on_an_untrusted_night_fails(capsys, 
     level has no trusted night.  A blow-up the night after still fails (no blind spot), judged against
     the nights before the rebaseline and the rebaseline's own night; a night at the new level is a
     cold start, not a failure."""
-    gates = tmp_path / "gates.yaml"
-    gates.write_text("policy: calibrated\ngates:\n  - metric_key: rollout/raw_reward\n    enforce: true\n"
-                     "  - metric_key: train/grad_norm\n    enforce: true\n")
-    rng = random.Random(11)
-    for day in range(8):
-        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates)
-        assert code == 0 and verdict["trusted"], verdict["results"][:2]
+    gates, rng = _trusted_start(capsys, tmp_path, store_url, "policy: calibrated\ngates:\n  - metric_key: "
+                                "rollout/raw_reward\n    enforce: true\n  - metric_key: train/grad_norm\n"
+                                "    enforce: true\n", 11, 8)
     code, verdict = _night(capsys, tmp_path, store_url, 8, rng, gates, grad_factor=2.0)  # a new optimizer
     grad = next(d for d in verdict["declarations"] if d["metric_key"] == "train/grad_norm")
     assert code == 1 and grad["outcome"] == "fail", verdict["declarations"]
