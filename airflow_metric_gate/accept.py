@@ -50,7 +50,8 @@ def accept_offer(verdict: Any) -> tuple[str, str] | None:
             ("level_shifts", lambda x: f"{pct(x.get('change'))} since {str(x.get('since'))[:10]}"
              if isinstance(x.get("change"), (int, float)) else ""),
             ("within_night", lambda x: f"worse from step {x.get('from_step')} since {str(x.get('since'))[:10]}"),
-            ("drifts", lambda x: f"drift {pct(x.get('cumulative'))} since {str(x.get('start'))[:10]}")):
+            ("drifts", lambda x: f"drift {pct(x.get('cumulative'))}, reported since "
+             f"{str(x.get('since') or x.get('start'))[:10]}")):
         for x in verdict.get(section) or ():
             if isinstance(x, Mapping) and not x.get("adopted") and x.get("since_run_id"):
                 return str(x["since_run_id"]), shown(x)

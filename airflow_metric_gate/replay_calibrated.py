@@ -204,7 +204,7 @@ def _candidates(nights: Sequence[_Night], key: Key, trust: str) -> list[Candidat
     out = []
     for n in nights:
         c = Candidate(n.run.run_id, n.run.logical_date.isoformat(), _declaration_trusted(n, key, trust),
-                      _outcome(n, key, trust))
+                      _outcome(n, key, trust), marked_untrusted=_latest_mark(n) == "untrusted")
         stored_key = _stored_key(n, key)
         if stored_key is not None:
             c.values = {step: value for step, _, value in n.values[stored_key]}

@@ -213,7 +213,7 @@ def notice_lines(verdict: Mapping) -> tuple[str, ...]:
                      "beyond its band on the good side; not a regression")
     for blown in verdict.get("blowups", ()) or ():
         lines.append(f"BLOW-UP {blown['metric_key']} (steps {blown['steps_key']}): {blown['count']} step(s) 5x or "
-                     "more beyond anything their trusted nights had"
+                     "more beyond anything their earlier nights had"
                      + (f" (since {blown['since']}, night {blown['nights']}, continues)" if blown.get("continues")
                         else ""))
     for starved in verdict.get("starved", ()) or ():

@@ -146,7 +146,7 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
 
     if n == 0:
         # no trusted night of this level yet (a cold start, or a rebaseline on a night that failed): a
-        # blow-up is still judged, against the nights before the level began and its own nights since
+        # blow-up is still judged, against the level's own untrusted nights so far
         pool = [c for c in cold_pool(choice) if c.values]
         if pool:
             columns = _columns_plain(steps, pool)
@@ -156,7 +156,7 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
             with_ref = sum(1 for c in columns if c)
             if with_ref and len(blown) * 2 >= with_ref:
                 return _blowup(key, tonight, refs, columns, blown, report, len(pool), previous=previous,
-                               run_id=run_id, logical_date=logical_date, nights="earlier night(s)")
+                               run_id=run_id, logical_date=logical_date, nights="untrusted night(s) of this level")
         reason = f"cold start: no trusted night yet, {need} needed"
         return Decision("inactive", results(INACTIVE, reason), {"o": "inactive"}, report)
 
@@ -394,8 +394,10 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
         continues = previous.get("o") in ("drift", "drift-continues")
         outcome = "drift-continues" if continues else "drift"
         drift_since = previous.get("since", run_id) if continues else run_id
+        drift_date = previous.get("since_date", logical_date) if continues else logical_date
         drift["continues"] = bool(continues)
-        drift["since_run_id"] = drift_since  # the night it was first reported: what accept starts from
+        # the night it was first reported: what an accept of it starts from
+        drift["since_run_id"], drift["since"] = drift_since, drift_date
         report["drift"] = drift
         text = (f"slow drift since {drift['start']}: {drift['slope'] * 100:+.2f} % a night, "
                 f"{_pct(drift['cumulative'])} over its {drift['nights']} night(s) against the {drift['anchor_nights']} "
@@ -404,7 +406,7 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
         night = Result(*key, None, None, FAIL, current=drift["t"], ref=0.0, n=len(levels), lo=-drift["threshold"],
                        hi=drift["threshold"], side=drift["side"], bound="drift", reason=text)
         stored = {"o": outcome, "z": z, "zn": zn, "level": level_tonight, "since": drift_since,
-                  "cause": f"{key[0]}: drift {_pct(drift['cumulative'])}"}
+                  "since_date": drift_date, "cause": f"{key[0]}: drift {_pct(drift['cumulative'])}"}
         return Decision(outcome, step_results + [night], stored, report)
 
     extra = []

@@ -26,6 +26,8 @@ class Candidate:
     :param outcome: what the night's evaluation stored for this declaration, if anything.
     :param values: the declaration's values that night, by stored step (a ``dict``, or the array the
         store read them as: :class:`~airflow_metric_gate.step_values.StepValues`).
+    :param marked_untrusted: whether a person marked the night untrusted (its values are not to be
+        judged against, even by the blow-up test of a declaration without history: :func:`cold_pool`).
     """
 
     run_id: str
@@ -33,6 +35,7 @@ class Candidate:
     trusted: bool
     outcome: Mapping[str, Any] | None = None
     values: Mapping[int, float] = field(default_factory=dict)
+    marked_untrusted: bool = False
 
 
 def night_trusted(run_status: str, marked: str | None, outcome: Mapping[str, Any] | None) -> bool:
@@ -134,15 +137,12 @@ def choose_history(candidates: Sequence[Candidate], history_limit: int) -> Histo
 
 
 def needs_bridge(choice: HistoryChoice, history_limit: int) -> bool:
-    """Whether a declaration's history is short (or empty) and has no bridge yet.
-
-    An empty history gets one too: with no trusted night of a new level, the nights before it still
-    tell a blow-up (they do not calibrate anything: :func:`bridged_history` needs a night since).
+    """Whether a declaration's history is short (but not empty) and has no bridge yet.
 
     :param choice: the history :func:`choose_history` picked.
     :param history_limit: the history's full length.
     """
-    return len(choice.history) < history_limit and not choice.bridge
+    return 0 < len(choice.history) < history_limit and not choice.bridge
 
 
 def choose_bridge(choice: HistoryChoice, before: Sequence[Candidate], history_limit: int) -> None:
@@ -222,14 +222,17 @@ class Decision:
 def cold_pool(choice: HistoryChoice) -> list[Candidate]:
     """The nights a declaration with no trusted night of its level judges a blow-up against.
 
-    Its bridge (the trusted nights before the level began, when it began at a marker) and the latest
-    :data:`~airflow_metric_gate.decision.parameters.EXPECTED_NIGHTS` of its untrusted nights since
-    that did not blow up themselves: a few nights, whatever the size of a night.  Empty once the
-    declaration has a trusted night (its history is what it is judged against then).
+    The level's own untrusted nights so far: its first night (a rebaseline marker's night, which
+    began the level whatever it was judged; the first night of a series) and the latest
+    :data:`~airflow_metric_gate.decision.parameters.EXPECTED_NIGHTS` after it that did not blow up
+    themselves, leaving out the nights a person marked untrusted.  A few nights, whatever the size of
+    a night; never the nights before the level (another level).  Empty once the declaration has a
+    trusted night (its history is what it is judged against then), and on the level's first night.
 
     :param choice: the history :func:`choose_history` picked.
     """
-    if choice.history:
+    if choice.history or not choice.recent:
         return []
-    recent = [c for c in choice.recent if not (c.outcome or {}).get("blowup")][-EXPECTED_NIGHTS:]
-    return [*choice.bridge, *recent]
+    first, *later = choice.recent
+    pool = [c for c in later if not c.marked_untrusted and not (c.outcome or {}).get("blowup")][-EXPECTED_NIGHTS:]
+    return [first, *pool] if not first.marked_untrusted else pool

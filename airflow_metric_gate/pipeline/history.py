@@ -41,7 +41,8 @@ def _candidates_of(candidates: list, key: tuple[str, str, str]) -> list[Candidat
     out = []
     for run_id, date, status, marked, stored in candidates:
         outcome = stored.get(name)
-        out.append(Candidate(run_id, date.isoformat(), night_trusted(status, marked, outcome), outcome))
+        out.append(Candidate(run_id, date.isoformat(), night_trusted(status, marked, outcome), outcome,
+                             marked_untrusted=marked == "untrusted"))
     return out
 
 

@@ -255,8 +255,7 @@ def test_the_verdict_lists_calibrated_declarations_in_the_gates_file_order(capsy
 def test_a_blow_up_right_after_a_rebaseline_on_an_untrusted_night_fails(capsys, tmp_path, store_url):
     """A rebaseline on a night whose grad norm failed, and nobody marks it trusted: the grad norm's new
     level has no trusted night.  A blow-up the night after still fails (no blind spot), judged against
-    the nights before the rebaseline and the rebaseline's own night; a night at the new level is a
-    cold start, not a failure."""
+    the rebaseline's own night; a night at the new level is a cold start, not a failure."""
     gates, rng = _trusted_start(capsys, tmp_path, store_url, "policy: calibrated\ngates:\n  - metric_key: "
                                 "rollout/raw_reward\n    enforce: true\n  - metric_key: train/grad_norm\n"
                                 "    enforce: true\n", 11, 8)
@@ -360,3 +359,40 @@ def test_a_starved_calibrated_declaration_names_its_own_cause(capsys, tmp_path, 
     assert code in (0, 1), err
     [line] = [x for x in out.splitlines() if x.startswith("STARVED train/grad_norm")]
     assert line == f"STARVED train/grad_norm (steps \"all\"): {starved['reason']}", line
+
+
+def test_a_level_begun_by_a_blow_up_or_a_night_marked_untrusted_is_no_blow_up_reference(capsys, tmp_path, store_url):
+    """The blow-up test of a declaration without history judges against its level's own nights: a
+    rebaseline on a night that blew up (a legitimate 10x) begins the level the next nights are judged
+    against, not the old one; the marker's night itself, judged again, has nothing to be judged
+    against; and a night a person marked untrusted (garbage values) is nobody's reference."""
+    grad = "policy: calibrated\ngates:\n  - metric_key: train/grad_norm\n    enforce: true\n"
+    gates, rng = _trusted_start(capsys, tmp_path, store_url, grad, 15, 8)
+    code, verdict = _night(capsys, tmp_path, store_url, 8, rng, gates, grad_factor=10.0)  # a new loss scale
+    assert code == 1 and verdict["declarations"][0]["outcome"] == "fail"
+    assert verdict["results"][-1]["bound"] == "blowup"
+    code, _, err = _run(capsys, "rebaseline", "--run-id", "night-008", "--store", store_url)
+    assert code == 0, err
+    outcomes = []
+    for day in range(9, 12):
+        code, verdict = _night(capsys, tmp_path, store_url, day, rng, gates, grad_factor=10.0)
+        outcomes.append((code, verdict["declarations"][0]["outcome"]))
+    assert outcomes[0] == (0, "inactive") and all(code == 0 for code, _ in outcomes), outcomes
+    # the marker's night, rebuilt with its marker in place: the first night of its level, nothing to fail
+    code, out, err = _run(capsys, "show", "night-008", "--store", store_url, "--json")
+    assert code == 0 and json.loads(out)["declarations"][0]["outcome"] == "inactive", out[-800:]
+
+    # a new series: its first night's values are garbage, and a person says so
+    first = _record(tmp_path / "garbage.jsonl", rng, grad_factor=10.0)
+    code, out, err = _run(capsys, "run", first, "--gates", gates, "--series", "fresh", "--store", store_url,
+                          "--run-id", "fresh-0", "--logical-date", _date(0), "--json")
+    assert code == 0, err
+    code, _, err = _run(capsys, "mark-untrusted", "--run-id", "fresh-0", "--reason", "bad logging", "--store",
+                        store_url)
+    assert code == 0, err
+    for day in (1, 2):
+        record = _record(tmp_path / f"fresh{day}.jsonl", rng)
+        code, out, err = _run(capsys, "run", record, "--gates", gates, "--series", "fresh", "--store", store_url,
+                              "--run-id", f"fresh-{day}", "--logical-date", _date(day), "--json")
+        assert (code, json.loads(out)["declarations"][0]["outcome"]) == (0, "inactive"), out[-800:]  # calibrating
+

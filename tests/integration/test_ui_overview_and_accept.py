@@ -110,7 +110,8 @@ def test_accept_needs_edit_rights_and_a_token_for_that_very_night(ui, monkeypatc
 
 @pytest.mark.parametrize(("section", "entry", "button"), [
     ("drifts", {"start": "2026-11-02T00:00:00+00:00", "slope": -0.01, "cumulative": -0.05, "side": "below",
-                "since_run_id": "n5", "continues": False}, "Accept this level (drift -5.0 % since 2026-11-02)"),
+                "since_run_id": "n5", "since": "2026-11-06T00:00:00+00:00", "continues": False},
+     "Accept this level (drift -5.0 %, reported since 2026-11-06)"),
     ("within_night", {"from_step": 1, "since": "2026-11-06T00:00:00+00:00", "since_run_id": "n5", "nights": 1,
                       "side": "below", "continues": False},
      "Accept this level (worse from step 1 since 2026-11-06)"),

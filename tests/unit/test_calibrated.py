@@ -155,7 +155,7 @@ def test_faults_that_need_no_history_are_judged_on_the_first_night_with_any():
     first = Candidate("first", "2026-01-31", False, {"o": "error"}, history[0])
     blown_cold = _judge([], {s: v * 10 for s, v in tonight.items()}, recent=[first])
     assert blown_cold.outcome == "fail" and blown_cold.results[-1].bound == "blowup"
-    assert "beyond anything their 1 earlier night(s) had" in blown_cold.results[-1].reason
+    assert "beyond anything their 1 untrusted night(s) of this level had" in blown_cold.results[-1].reason
     assert _judge([], tonight, recent=[first]).outcome == "inactive"  # a calm night: still a cold start
     # an untrusted night that blew up itself widens nothing: the next blow-up is judged without it
     tenfold = {s: v * 10 for s, v in tonight.items()}
@@ -270,8 +270,8 @@ def test_blocking_is_decided_in_one_place():
 
 def test_the_shadow_rule_is_decided_in_one_place():
     """A shadow run only reports; the operators, the approval and the notices ask reports_only, and no
-    other module of the package compares a verdict's role with "shadow" by itself (a chart may still
-    draw a shadow run's point its own way)."""
+    other module of the package compares anything with "shadow" by itself, on either side or in a
+    tuple, but the chart data, which draws a shadow run's point its own way (a look, not a rule)."""
     import ast
     from pathlib import Path
 
@@ -281,16 +281,17 @@ def test_the_shadow_rule_is_decided_in_one_place():
     assert reports_only({"role": "shadow"}) and not reports_only({"role": "baseline"})
     assert not reports_only(None) and not reports_only("shadow")  # an XCom that held no verdict
     package = Path(airflow_metric_gate.__file__).parent
+    allowed = {"decision/policy.py", "plugins/data.py"}  # the rule itself; a chart point's look
     found = []
     for path in sorted(package.rglob("*.py")):
-        if path.name == "policy.py" and path.parent.name == "decision":
-            continue
+        where = path.relative_to(package).as_posix()
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Compare) and any(
-                    isinstance(c, ast.Constant) and c.value == "shadow" for c in [node.left, *node.comparators]) \
-                    and any(isinstance(n, ast.Name) and n.id == "verdict" for n in ast.walk(node.left)):
-                found.append(f"{path.relative_to(package)}:{node.lineno}")
-    assert found == [], f"the shadow rule re-derived at {found}: ask decision.policy.reports_only"
+                    isinstance(c, ast.Constant) and c.value == "shadow"
+                    for operand in [node.left, *node.comparators] for c in ast.walk(operand)):
+                found.append(f"{where}:{node.lineno}")
+    assert {f.split(":")[0] for f in found} <= allowed, f"the shadow rule re-derived at {found}: ask reports_only"
+    assert any(f.startswith("plugins/data.py:") for f in found)  # the scan sees comparisons at all
 
 
 def test_a_value_that_is_not_a_number_is_an_error_under_calibrated_and_a_warning_under_reference(tmp_path):

@@ -57,8 +57,7 @@ def test_each_step_moves_to_the_median_of_the_nights_since():
 
 def test_a_short_history_is_filled_up_to_the_history_limit():
     before = _cands(_nights(random.Random(1), 30, 5, 0.0), "o", 1)
-    # an empty history too: the nights before a new level still tell a blow-up on its first nights
-    for count, bridge in ((0, 20), (1, 19), (4, 16), (12, 8), (19, 1), (20, 0)):
+    for count, bridge in ((0, 0), (1, 19), (4, 16), (12, 8), (19, 1), (20, 0)):
         choice = choose_history(_cands(_nights(random.Random(2), count, 5, 0.0), "n", 2), 20)
         assert needs_bridge(choice, 20) is (bridge > 0)
         choose_bridge(choice, before, 20)
@@ -183,8 +182,10 @@ def test_a_declaration_without_history_judges_a_blow_up_against_a_few_nights_wha
 
     before = [Candidate(f"b{i}", f"2026-01-{i + 1:02d}", True, {"o": "pass"}) for i in range(4)]
     recent = [Candidate(f"u{i}", f"2026-02-{i + 1:02d}", False,
-                        {"o": "fail", **({"blowup": True} if i == 58 else {})}) for i in range(60)]
-    choice = HistoryChoice([], recent, bridge=before)
-    # the bridge, then the latest three untrusted nights that did not blow up: not sixty nights of values
-    assert [c.run_id for c in cold_pool(choice)] == ["b0", "b1", "b2", "b3", "u56", "u57", "u59"]
+                        {"o": "fail", **({"blowup": True} if i in (0, 58) else {})}) for i in range(60)]
+    recent[57].marked_untrusted = True
+    # the level's first night (whatever it was judged), then its latest three later nights that did not
+    # blow up, none a person marked untrusted: not sixty nights of values, never the nights before it
+    assert [c.run_id for c in cold_pool(HistoryChoice([], recent, bridge=before))] == ["u0", "u55", "u56", "u59"]
+    assert cold_pool(HistoryChoice([], [], bridge=before)) == []  # the level's first night itself
     assert cold_pool(HistoryChoice(before[:1], recent, bridge=before[1:])) == []  # a trusted night: its history
