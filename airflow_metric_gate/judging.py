@@ -12,7 +12,6 @@ only in where the baselines come from: the store's read for one run, or replay's
 from __future__ import annotations
 
 import heapq
-import sys
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -40,7 +39,7 @@ from airflow_metric_gate.rules import (
     night_mean_k,
     tolerate_isolated_failures,
 )
-from airflow_metric_gate.verdict import DISTANCE_TINY
+from airflow_metric_gate.verdict import DISTANCE_MAX, DISTANCE_TINY
 
 __all__ = ["CalibratedJudgement", "Key", "KeptResults", "RunJudgement", "judge_calibrated", "judge_run",
            "merge_judgements", "outcome_of", "step_fail_distance"]
@@ -165,7 +164,7 @@ def step_fail_distance(result: Result) -> float:
         distance = (result.current - result.hi) / scale  # type: ignore[operator]  # as above
     else:
         distance = (result.lo - result.current) / scale  # type: ignore[operator]  # as above
-    return min(distance, sys.float_info.max)
+    return min(distance, DISTANCE_MAX)
 
 
 class KeptResults:

@@ -7,7 +7,7 @@ Rendering it for reading (the task log, ``metric-gate run``/``show``, the demo) 
 from __future__ import annotations
 
 import json
-import sys
+import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +25,12 @@ DEFAULT_MAX_RESULTS = 200
 XCOM_MAX_BYTES = 60_000
 #: A FAIL's distance divides by ``max(|ref|, DISTANCE_TINY)``, so a zero baseline still gives a number.
 DISTANCE_TINY = 1e-12
+#: The largest distance a verdict gives (a larger one, or one that cannot be worked out, is this):
+#: where Airflow keeps XCom values (PostgreSQL ``jsonb``) a number comes back as an exact numeric
+#: without exponent, and one of 2**64 or more cannot reach a task any more.
+DISTANCE_MAX = 1e15
+#: The largest magnitude of a number in the verdict the evaluate task pushes to XCom (see :func:`for_xcom`).
+XCOM_NUMBER_MAX = 1e18
 #: The ``bound`` of the calibrated policy's declaration-level FAIL results (no step).
 CALIBRATED_NIGHT_BOUNDS = frozenset({"night", "drift", "blowup", "constraint", "shape"})
 
@@ -32,12 +38,33 @@ CALIBRATED_NIGHT_BOUNDS = frozenset({"night", "drift", "blowup", "constraint", "
 DeclarationKey = tuple[str, str, str]
 
 
+def for_xcom(value: Any) -> Any:
+    """Return a verdict (or any JSON value) as the evaluate task pushes it to XCom.
+
+    Every number is kept within ``-XCOM_NUMBER_MAX .. XCOM_NUMBER_MAX``: Airflow keeps XCom values
+    in a PostgreSQL ``jsonb`` column, which gives a number back as an exact numeric without
+    exponent, so a value of 1e25 (a divergence) would come back as an integer of more than 64 bits
+    that no task could pull (the approval, the notices).  Such a value is written as the bound, with
+    its sign; the result's ``reason`` text keeps the value, and the task log shows the verdict whole.
+
+    :param value: a verdict (SPEC 10), or part of one.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return value if -XCOM_NUMBER_MAX <= value <= XCOM_NUMBER_MAX else math.copysign(XCOM_NUMBER_MAX, value)
+    if isinstance(value, Mapping):
+        return {k: for_xcom(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [for_xcom(v) for v in value]
+    return value
+
 def band_distance(current: float, ref: float, lo: float, hi: float) -> float:
     """Return how far a value lies outside its band, relative to the baseline (0.0 inside it).
 
     ``(current - hi) / max(|ref|, DISTANCE_TINY)`` above the band,
-    ``(lo - current) / max(|ref|, DISTANCE_TINY)`` below it; capped at the largest float so it
-    stays valid JSON.
+    ``(lo - current) / max(|ref|, DISTANCE_TINY)`` below it; capped at :data:`DISTANCE_MAX` so it
+    stays valid JSON and within 64 bits where Airflow keeps XCom values.
 
     :param current: tonight's value.
     :param ref: the baseline reference.
@@ -51,7 +78,7 @@ def band_distance(current: float, ref: float, lo: float, hi: float) -> float:
         distance = (lo - current) / scale
     else:
         return 0.0
-    return min(distance, sys.float_info.max)
+    return min(distance, DISTANCE_MAX)
 
 
 class _Declaration:
@@ -107,7 +134,7 @@ def summarize(
     :param results: every FAIL and ERROR result (and, without ``declaration_counts``, every result).
     :param declaration_counts: results per status of each declaration; by default counted from ``results``.
     """
-    tiny, biggest = DISTANCE_TINY, sys.float_info.max
+    tiny, biggest = DISTANCE_TINY, DISTANCE_MAX
     counting = declaration_counts is None
     distances: dict[int, float] = {}
     gathered: dict[DeclarationKey, _Declaration] = {}

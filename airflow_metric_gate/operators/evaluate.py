@@ -28,7 +28,7 @@ from airflow_metric_gate.pipeline import (
 from airflow_metric_gate.printable import printable
 from airflow_metric_gate.report import DEFAULT_TABLE_ROWS, render_report, show_command
 from airflow_metric_gate.store.urls import scrub
-from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, XCOM_MAX_BYTES
+from airflow_metric_gate.verdict import DEFAULT_MAX_RESULTS, XCOM_MAX_BYTES, for_xcom
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -263,7 +263,7 @@ class EvaluateGateOperator(MetricGateBaseOperator):
         self._wait_for_earlier_nights(context, run, waiting_since)
         verdict = self._verdict(run)
         ti = context["ti"]
-        ti.xcom_push(key="return_value", value=verdict)
+        ti.xcom_push(key="return_value", value=for_xcom(verdict))
         self._remember_lineage(verdict)
 
         shadow = reports_only(verdict)

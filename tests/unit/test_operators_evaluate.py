@@ -82,6 +82,17 @@ def test_enforced_regression_pushes_verdict_first_then_fails_without_retry(db, c
     assert db.query("SELECT status FROM runs WHERE run_id = ?", persisted["run_id"]) == [("untrusted",)]
 
 
+def test_a_divergence_reaches_xcom_within_64_bits_and_the_log_keeps_its_value(db, capsys):
+    """A reward of 1e25: the XCom copy holds 1e18 (see verdict.for_xcom), the log and the message the value."""
+    _history()
+    ctx, persisted = _night(3, 1e25)
+    with pytest.raises(AirflowFailException) as err:
+        EvaluateGateOperator(task_id="evaluate_gate", run=persisted, enforce=True).execute(ctx)
+    pushed = ctx["ti"].pushed["return_value"]
+    assert {r["current"] for r in pushed["results"]} == {1e18}
+    assert "1e+25" in str(err.value) and "1e+25" in _output(capsys)
+
+
 def test_failure_message_lists_a_few_and_counts_the_rest(db):
     _history(steps=10)
     ctx, persisted = _night(3, 0.4, steps=10)
