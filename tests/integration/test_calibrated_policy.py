@@ -121,6 +121,14 @@ def test_a_level_shift_pages_once_and_accept_rebaselines_from_its_nights(capsys,
     code, out, err = _run(capsys, "accept", "--series", "rl", "--since", shift["since_run_id"], "--reason",
                           "dataset v4", "--store", store_url)
     assert code == 0 and "3 of 3 night(s) marked trusted" in out, err
+    # idempotent: a second accept (a retry, a second person) changes no night's status or marker
+    with open_store(store_url) as store:
+        before = [(r.run_id, r.status, r.rebaseline) for r in store.list_runs(series="rl", limit=100)]
+    code, out, err = _run(capsys, "accept", "--series", "rl", "--since", shift["since_run_id"], "--reason",
+                          "dataset v4", "--store", store_url)
+    assert code == 0 and "0 of 3 night(s) marked trusted" in out, (out, err)
+    with open_store(store_url) as store:
+        assert [(r.run_id, r.status, r.rebaseline) for r in store.list_runs(series="rl", limit=100)] == before
     code, verdict = _night(capsys, tmp_path, store_url, 13, rng, gates, reward_factor=0.75)
     assert code == 0 and verdict["trusted"]
     # the accepted nights are the history: three of them, not one
