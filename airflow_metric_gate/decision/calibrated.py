@@ -146,8 +146,8 @@ def _judge(key: tuple[str, str, str], gate: Mapping[str, Any], tonight: Sequence
 
     if n == 0:
         # no trusted night of this level yet (a cold start, or a rebaseline on a night that failed): a
-        # blow-up is still judged, against the level's own untrusted nights so far
-        # the nights with any of tonight's steps (evaluate reads no others; replay holds every step)
+        # blow-up is still judged, against the level's own untrusted nights so far that have any of
+        # tonight's steps (evaluate reads no others; replay holds every step)
         pool = [c for c in cold_pool(choice) if any(step in c.values for step in steps)]
         if pool:
             columns = _columns_plain(steps, pool)

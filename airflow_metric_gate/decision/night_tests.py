@@ -156,7 +156,7 @@ def _blowup(key: tuple[str, str, str], tonight, refs, columns, blown, report, n,
     """Tonight blew up: most of its steps with a history are :data:`BLOWUP_RATIO` times beyond it.
 
     ``nights`` names what the ``n`` nights judged against are (trusted ones, or, with none yet,
-    the nights before the level began and its untrusted nights since).
+    the level's own untrusted nights so far: :func:`~airflow_metric_gate.decision.history.cold_pool`).
     """
     blown_set = set(blown)
     out = []
