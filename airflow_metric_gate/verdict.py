@@ -59,6 +59,7 @@ def for_xcom(value: Any) -> Any:
         return [for_xcom(v) for v in value]
     return value
 
+
 def band_distance(current: float, ref: float, lo: float, hi: float) -> float:
     """Return how far a value lies outside its band, relative to the baseline (0.0 inside it).
 
