@@ -42,20 +42,23 @@ def accept_offer(verdict: Any) -> tuple[str, str] | None:
     """
     if not isinstance(verdict, Mapping):
         return None
-
-    def pct(x: object) -> str:
-        return f"{x * 100:+.1f} %" if isinstance(x, (int, float)) else ""
-
-    for section, shown in (
-            ("level_shifts", lambda x: f"{pct(x.get('change'))} since {str(x.get('since'))[:10]}"
-             if isinstance(x.get("change"), (int, float)) else ""),
-            ("within_night", lambda x: f"worse from step {x.get('from_step')} since {str(x.get('since'))[:10]}"),
-            ("drifts", lambda x: f"drift {pct(x.get('cumulative'))}, reported since "
-             f"{str(x.get('since') or x.get('start'))[:10]}")):
-        for x in verdict.get(section) or ():
-            if isinstance(x, Mapping) and not x.get("adopted") and x.get("since_run_id"):
-                return str(x["since_run_id"]), shown(x)
+    for section in ("level_shifts", "within_night", "drifts"):
+        for change in verdict.get(section) or ():
+            if isinstance(change, Mapping) and not change.get("adopted") and change.get("since_run_id"):
+                return str(change["since_run_id"]), _offer_text(section, change)
     return None
+
+
+def _offer_text(section: str, change: Mapping[str, Any]) -> str:
+    """What the accept button says of a change of a verdict's ``section``."""
+    since = str(change.get("since") or change.get("start"))[:10]
+    if section == "within_night":
+        return f"worse from step {change.get('from_step')} since {since}"
+    size = change.get("change" if section == "level_shifts" else "cumulative")
+    pct = f"{size * 100:+.1f} %" if isinstance(size, (int, float)) else ""
+    if section == "level_shifts":
+        return f"{pct} since {since}" if pct else ""
+    return f"drift {pct}, reported since {since}"
 
 
 def accept_level(store: str | MetricStore | None, series: str, backend: str = "cuda", suite: str = "default", *,
