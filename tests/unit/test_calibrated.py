@@ -212,6 +212,15 @@ def test_a_once_a_night_metric_is_judged_against_its_own_night_to_night_variatio
     assert all(judge(0.03, 1 / 1.5, seed).outcome == "pass" for seed in range(20))
 
 
+def test_a_night_decision_names_the_last_step_last():
+    """A ``steps: last`` declaration keys its one step LAST_STEP (-1); the night's reason says ``last``."""
+    cands = [Candidate("r0", "2026-01-01", True, {"o": "pass"}, {LAST_STEP: 1.0})]
+    decision = judge_declaration(KEY, GATE, [(LAST_STEP, 300, 2.0)], choose_history(cands, 20), run_id="tonight",
+                                 logical_date="2026-02-01")
+    assert decision.outcome == "fail" and decision.results[-1].bound == "constraint"
+    assert "step(s) last (1 of 1)" in decision.results[-1].reason and "-1" not in decision.results[-1].reason
+
+
 def test_a_slow_regression_inside_every_band_is_reported_as_drift():
     rng = random.Random(21)
     base = _nights(rng, 20, 100, 0.8)
